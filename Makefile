@@ -1,0 +1,46 @@
+# customgrad: `make demo` and `make test` set up everything they need (R and
+# R packages from Debian, the package itself, its Python environment) and
+# are quick once that is done.
+
+SHELL := /bin/bash
+BACKENDS := tensorflow jax torch
+SETUP := .setup
+PKG_SOURCES := DESCRIPTION NAMESPACE $(wildcard R/*.R) \
+	$(shell find inst -type f -not -path '*/__pycache__/*' -not -path '*/.pytest_cache/*' 2>/dev/null)
+
+# NOTEs that `make check` accepts, one regular expression each, with why:
+#  - none yet.
+ALLOWED_NOTES :=
+
+.PHONY: setup demo test check bench clean
+
+setup: $(SETUP)/python.stamp
+
+$(SETUP)/system.stamp: tools/setup-system.sh
+	@mkdir -p $(SETUP)
+	tools/setup-system.sh
+	@touch $@
+
+$(SETUP)/package.stamp: $(SETUP)/system.stamp $(PKG_SOURCES)
+	R CMD INSTALL --no-test-load . >$(SETUP)/install.log 2>&1 || { cat $(SETUP)/install.log; exit 1; }
+	@touch $@
+
+# install_customgrad() is itself idempotent; the stamp only saves starting R.
+$(SETUP)/python.stamp: $(SETUP)/package.stamp inst/python/requirements.txt
+	Rscript -e 'customgrad::install_customgrad(extra_packages = "pytest")'
+	@touch $@
+
+demo: setup
+	@for b in $(BACKENDS); do KERAS_BACKEND=$$b Rscript tools/demo.R || exit 1; done
+
+test: setup
+	Rscript tools/run-tests.R $(BACKENDS)
+
+check: setup
+	Rscript tools/check.R $(ALLOWED_NOTES)
+
+bench: setup
+	Rscript bench/run.R
+
+clean:
+	rm -rf $(SETUP) check customgrad_*.tar.gz

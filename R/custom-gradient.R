@@ -1,0 +1,214 @@
+#' Define a function with a custom gradient
+#'
+#' `op_custom_gradient(f)` turns `f`, an R function that returns a value and
+#' the rule for its gradient, into a function that is differentiable on the
+#' active Keras backend: by `tape$gradient()` on TensorFlow, `jax$grad()`
+#' (also under `jax$jit()`) on JAX, `$backward()` on PyTorch, and in
+#' `model$fit()` on all three.
+#'
+#' @section The contract:
+#' `h <- op_custom_gradient(f)` returns an R function with the arguments of
+#' `f`. `f(...)` must return `tuple(value, grad)` (or `list(value, grad)`):
+#'
+#' * `value` is a tensor, or an R list (nested lists allowed) of tensors. `h()`
+#'   returns it with the same structure.
+#' * `grad` computes the gradient with respect to `f`'s inputs from
+#'   `upstream`, the gradient with respect to `value` (with `value`'s
+#'   structure). It returns one gradient per input of `f` as `tuple()` or
+#'   `list()`; a gradient has its input's shape (a nested input gets a
+#'   gradient of the same nesting), and `NULL` means "no gradient" (zeros).
+#'   With a single input, the gradient may be returned bare.
+#'
+#' `grad` may be written in any of the backends' styles; customgrad reads its
+#' arguments and calls it accordingly:
+#'
+#' * `function(..., upstream = NULL)`: works everywhere; `upstream %||% ..1`
+#'   reads the upstream gradient whichever way it is passed. customgrad passes
+#'   `f`'s inputs as `...` and `upstream` by name.
+#' * `function(upstream)` (any one argument name): TensorFlow and JAX style,
+#'   called with the upstream gradient.
+#' * `function(..., upstream)`: PyTorch style, called with `f`'s inputs and
+#'   `upstream`.
+#' * With an argument `variables` (TensorFlow): when `f` reads TensorFlow
+#'   variables it did not get as inputs, `grad` is called with `variables = `
+#'   those variables and returns `list(input_gradients, variable_gradients)`.
+#'
+#' Inputs that are not tensors (R numbers and arrays, Python floats) are
+#' converted to tensors of Keras' float type.
+#'
+#' @section When R runs:
+#' On PyTorch and eager TensorFlow, `f` runs at each call and `grad` at each
+#' backward pass. JAX runs `grad` during the forward pass under `jax$grad()`,
+#' on tracers. Inside `tf.function` or `jax$jit()` (and `model$fit()`), R
+#' runs only while the function is traced. On PyTorch, differentiating the
+#' gradient again (`create_graph = TRUE`) runs `f` once more in backward.
+#' R can't run on other threads: a call from a non-main thread (a `tf.data`
+#' map, `tf.py_function`) is an error of class `customgrad_error_thread`.
+#'
+#' @section Errors:
+#' An error in `f` or `grad` reaches the caller of `h()` as the original
+#' condition; if a backend's own function called `h()` (such as
+#' `tape$gradient()`), its message is kept. Results that would otherwise
+#' fail deep inside the backend are caught first, with errors inheriting
+#' `customgrad_error`: `customgrad_error_f_result` (`f` did not return two
+#' elements), `customgrad_error_grad_not_function`,
+#' `customgrad_error_grad_signature`, `customgrad_error_grad_count` (wrong
+#' number of gradients), `customgrad_error_grad_structure`,
+#' `customgrad_error_grad_shape` (a gradient's shape differs from its
+#' input's) and `customgrad_error_grad_variables`.
+#'
+#' @param f A function of tensors returning `tuple(value, grad)`.
+#' @returns A function with the arguments of `f` that returns `f`'s value
+#'   and is differentiated with `grad`.
+#' @seealso [tuple()], [`%||%`].
+#' @export
+#' @examplesIf customgrad::backend_available()
+#' # log(1 + exp(x)), stable at x = 100 where the naive gradient is NaN.
+#' log1pexp <- op_custom_gradient(\(x) {
+#'   e <- op_exp(x)
+#'   grad <- function(..., upstream = NULL) {
+#'     upstream <- upstream %||% ..1
+#'     op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
+#'   }
+#'   tuple(op_log(1 + e), grad)
+#' })
+#' log1pexp(2)
+op_custom_gradient <- function(f) {
+  check_function(f)
+  state <- new.env(parent = emptyenv())
+  state$forward <- r_callback(function(...) custom_gradient_forward(f, list(...)))
+  fmls <- formals(args(f)) %||% alist(... = )
+  inputs <- lapply(names(fmls), as.symbol)
+  body <- rlang::expr(call_custom_gradient(.customgrad_state, list(!!!inputs)))
+  env <- rlang::env(ns_env(), .customgrad_state = state)
+  rlang::new_function(fmls, body, env)
+}
+
+#' Group values into a tuple
+#'
+#' `tuple(value, grad)` is how a custom-gradient function returns its value
+#' and gradient rule, and `tuple(g1, g2)` how a gradient rule returns one
+#' gradient per input. It is an R list, so R functions inside it stay R
+#' functions.
+#'
+#' @param ... Values.
+#' @returns A list of class `customgrad_tuple`.
+#' @export
+#' @examples
+#' tuple(1, "a")
+tuple <- function(...) {
+  structure(list(...), class = "customgrad_tuple")
+}
+
+#' @export
+print.customgrad_tuple <- function(x, ...) {
+  cat("<tuple of ", length(x), ">\n", sep = "")
+  print(unclass(x), ...)
+  invisible(x)
+}
+
+ns_env <- function() asNamespace("customgrad")
+
+# The body of every function that op_custom_gradient() returns.
+call_custom_gradient <- function(state, inputs) {
+  fn <- state$py
+  if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
+    fn <- state$py <- customgrad_py()$custom_gradient(state$forward)
+  }
+  out <- with_python_errors(
+    do.call(reticulate::py_call, c(list(fn), inputs)),
+    call = sys.call(-1)
+  )
+  if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
+    out <- reticulate::py_to_r(out)
+  }
+  out
+}
+
+# Called from Python with f's inputs: run f, check its result, and return
+# the value with an R callback that calls grad the way grad asks.
+custom_gradient_forward <- function(f, inputs) {
+  result <- do.call(f, inputs)
+  check_custom_gradient_result(result)
+  list(strip_tuples(result[[1]]), grad_callback(result[[2]], inputs))
+}
+
+check_custom_gradient_result <- function(result, call = NULL) {
+  if (!is.list(result) || inherits(result, "python.builtin.object") ||
+    length(result) != 2) {
+    abort_customgrad(
+      c(
+        "{.arg f} must return {.code tuple(value, grad)}.",
+        "x" = "It returned {describe_object(result)}.",
+        "i" = "Return the value together with its gradient function, such as {.code tuple(y, function(upstream) upstream * dy_dx)}."
+      ),
+      class = "f_result",
+      call = call
+    )
+  }
+  if (!is.function(result[[2]])) {
+    abort_customgrad(
+      c(
+        "The second element of {.arg f}'s result must be the gradient function.",
+        "x" = "It is {describe_object(result[[2]])}."
+      ),
+      class = "grad_not_function",
+      call = call
+    )
+  }
+  invisible(result)
+}
+
+# How grad wants to be called, read from its formals (in R: once a closure
+# has gone to Python its formals can't be read any more).
+grad_convention <- function(grad, call = NULL) {
+  fmls <- names(formals(args(grad)))
+  if (length(fmls) == 0) {
+    abort_customgrad(
+      c(
+        "The gradient function must take the upstream gradient as an argument.",
+        "i" = "Write it as {.code function(..., upstream = NULL)} or {.code function(upstream)}."
+      ),
+      class = "grad_signature",
+      call = call
+    )
+  }
+  others <- setdiff(fmls, c("upstream", "variables", "..."))
+  list(
+    inputs = "upstream" %in% fmls && ("..." %in% fmls || length(others) > 0),
+    named = "upstream" %in% fmls,
+    variables = "variables" %in% fmls
+  )
+}
+
+grad_callback <- function(grad, inputs) {
+  convention <- grad_convention(grad)
+  r_callback(function(upstream, variables = NULL) {
+    args <- if (convention$inputs) inputs else list()
+    args <- if (convention$named) c(args, list(upstream = upstream)) else c(args, list(upstream))
+    if (!is.null(variables)) {
+      if (!convention$variables) abort_grad_variables(length(variables))
+      args$variables <- variables
+    }
+    strip_tuples(do.call(grad, args))
+  })
+}
+
+abort_grad_variables <- function(n) {
+  abort_customgrad(
+    c(
+      "{.arg f} read {n} TensorFlow variable{?s} that {?is/are} not among its inputs, but the gradient function has no {.arg variables} argument.",
+      "i" = "Pass the variable{?s} to the function as input{?s}, or give the gradient function a {.arg variables} argument and return {.code list(input_gradients, variable_gradients)}."
+    ),
+    class = "grad_variables",
+    call = NULL
+  )
+}
+
+# tuple() marks lists for the reader; Python wants plain lists.
+strip_tuples <- function(x) {
+  if (is.list(x) && !inherits(x, "python.builtin.object")) {
+    x <- lapply(unclass(x), strip_tuples)
+  }
+  x
+}

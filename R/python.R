@@ -1,0 +1,110 @@
+# Python: where customgrad's environment lives, and handles to Keras and to
+# customgrad's Python module. Handles are made on first use, never at load
+# time, so that library(customgrad) does not start Python and the backend
+# can still be chosen.
+
+#' Where customgrad's Python environment lives
+#'
+#' `install_customgrad()` creates a virtual environment here, and the package
+#' uses it when it loads unless `RETICULATE_PYTHON` names another Python.
+#'
+#' @returns The path of the virtual environment, a string.
+#' @export
+#' @examples
+#' python_env_path()
+python_env_path <- function() {
+  file.path(tools::R_user_dir("customgrad", "data"), "venv")
+}
+
+python_env_python <- function(env = python_env_path()) {
+  file.path(env, "bin", "python")
+}
+
+# keras, imported with the chosen backend. Every path into Python starts
+# here, so KERAS_BACKEND is set before anything imports keras.
+keras_module <- function(call = rlang::caller_env()) {
+  the$keras %||% load_keras(call)
+}
+
+load_keras <- function(call) {
+  backend <- backend_choice()
+  check_python(backend, call)
+  Sys.setenv(KERAS_BACKEND = backend)
+  keras <- tryCatch(
+    reticulate::import("keras", convert = FALSE),
+    error = function(cnd) {
+      abort_customgrad(
+        c(
+          "Can't import Keras with the {.val {backend}} backend.",
+          "i" = "Run {.code customgrad::install_customgrad()}, then restart R."
+        ),
+        class = "python_missing",
+        call = call,
+        parent = cnd
+      )
+    }
+  )
+  active <- reticulate::py_to_r(keras$config$backend())
+  if (!identical(active, backend)) {
+    abort_backend_locked(backend, active, call)
+  }
+  the$backend <- active
+  the$keras <- keras
+  keras
+}
+
+check_python <- function(backend, call) {
+  python <- tryCatch(
+    reticulate::py_discover_config(),
+    error = function(cnd) NULL
+  )
+  ok <- !is.null(python) &&
+    reticulate::py_available(initialize = TRUE) &&
+    reticulate::py_module_available("keras")
+  if (!ok) {
+    abort_customgrad(
+      c(
+        "customgrad needs Python with Keras 3, and it can't find one.",
+        "x" = if (!is.null(python)) "Keras isn't installed in {.file {python$python}}.",
+        "i" = "Run {.code customgrad::install_customgrad()}, then restart R."
+      ),
+      class = "python_missing",
+      call = call
+    )
+  }
+  module <- backend_module(backend)
+  if (!reticulate::py_module_available(module)) {
+    abort_customgrad(
+      c(
+        "The {.val {backend}} backend needs the Python module {.pkg {module}}, which isn't installed.",
+        "i" = "Run {.code customgrad::install_customgrad(backends = \"{backend}\")}, then restart R."
+      ),
+      class = "backend_missing",
+      call = call
+    )
+  }
+}
+
+# customgrad's own Python module (inst/python/customgrad).
+customgrad_py <- function() {
+  the$py %||% load_customgrad_py()
+}
+
+load_customgrad_py <- function() {
+  keras_module()
+  path <- system.file("python", package = "customgrad", mustWork = TRUE)
+  the$py <- reticulate::import_from_path("customgrad", path = path, convert = FALSE)
+  the$py
+}
+
+cache_keras_op <- function(name) {
+  fn <- reticulate::py_get_attr(keras_module()$ops, name)
+  assign(name, fn, envir = the$ops)
+  fn
+}
+
+# Call keras.ops.<name>(...) through a cached callable: after the first call
+# an environment look-up, no attribute look-up and no result conversion.
+call_op <- function(name, ...) {
+  reticulate::py_call(the$ops[[name]] %||% cache_keras_op(name), ...)
+}

@@ -1,0 +1,28 @@
+.onLoad <- function(libname, pkgname) {
+  # Prefer customgrad's own environment; RETICULATE_PYTHON still wins, and
+  # required = FALSE leaves the choice open until Python starts.
+  env <- python_env_path()
+  if (!nzchar(Sys.getenv("RETICULATE_PYTHON")) &&
+    file.exists(python_env_python(env))) {
+    reticulate::use_virtualenv(env, required = FALSE)
+  }
+  register_tensor_methods()
+}
+
+# The same method object for every tensor class (see tensor-ops.R), so that
+# `x + y` with tensors of two classes dispatches without a warning.
+register_tensor_methods <- function() {
+  methods <- list(
+    Ops = tensor_Ops, Math = tensor_Math, Summary = tensor_Summary,
+    as.array = tensor_as_array, as.vector = tensor_as_vector,
+    as.double = tensor_as_double, as.integer = tensor_as_integer,
+    as.logical = tensor_as_logical, dim = tensor_dim,
+    length = tensor_length, format = tensor_format, print = tensor_print
+  )
+  base <- asNamespace("base")
+  for (class in tensor_classes) {
+    for (generic in names(methods)) {
+      registerS3method(generic, class, methods[[generic]], envir = base)
+    }
+  }
+}

@@ -1,0 +1,55 @@
+"""The Python half of the customgrad R package.
+
+R hands this module an R callback (``forward``) and gets back a Python
+callable that is differentiable on the active Keras backend.  Everything
+that depends on the backend's conventions lives here; everything that
+depends on R (formals, conditions, S3) lives in the R package.
+"""
+
+from customgrad.errors import (
+    CustomGradError,
+    GradientCountError,
+    GradientShapeError,
+    GradientStructureError,
+    RError,
+    ThreadError,
+    VariablesError,
+    find_error,
+)
+
+__all__ = [
+    "CustomGradError",
+    "GradientCountError",
+    "GradientShapeError",
+    "GradientStructureError",
+    "RError",
+    "ThreadError",
+    "VariablesError",
+    "custom_gradient",
+    "find_error",
+]
+
+
+def custom_gradient(forward, backend=None):
+    """Wrap an R ``forward`` callback into a differentiable callable.
+
+    ``forward(*inputs)`` must return ``[value, grad]``, where ``grad(upstream,
+    variables)`` returns one gradient per input.  ``backend`` defaults to the
+    active Keras backend.
+    """
+    if backend is None:
+        import keras
+
+        backend = keras.config.backend()
+    if backend == "tensorflow":
+        from customgrad import _tensorflow as adapter
+    elif backend == "jax":
+        from customgrad import _jax as adapter
+    elif backend == "torch":
+        from customgrad import _torch as adapter
+    else:
+        raise CustomGradError(
+            f"The Keras backend {backend!r} is not supported; "
+            "use 'tensorflow', 'jax' or 'torch'."
+        )
+    return adapter.custom_gradient(forward)

@@ -1,0 +1,154 @@
+"""What every backend adapter shares: entering R, and checking what R gave.
+
+R is entered only through :func:`call_r`, which refuses non-main threads
+(reticulate aborts the R process there) and raises the R side's errors.
+"""
+
+import threading
+
+import keras
+
+from customgrad._structure import flatten, unflatten
+from customgrad.errors import (
+    GradientCountError,
+    GradientShapeError,
+    GradientStructureError,
+    RError,
+    ThreadError,
+)
+
+_MAIN_THREAD = threading.main_thread()
+
+
+def call_r(fn, *args):
+    """Call the R callback ``fn``; re-raise an R error it reports."""
+    if threading.current_thread() is not _MAIN_THREAD:
+        raise ThreadError(
+            "A customgrad function was called on a non-main Python thread "
+            f"({threading.current_thread().name!r}); R can only run on the "
+            "main thread. Run this code eagerly or in a compiled function "
+            "traced on the main thread (not inside tf.py_function, a tf.data "
+            "map or a CUDA backward)."
+        )
+    result = fn(*args)
+    if isinstance(result, RError):
+        raise result
+    return result
+
+
+def to_tensor(x):
+    """A backend tensor for ``x``; numbers become Keras' float type."""
+    if keras.ops.is_tensor(x):
+        return x
+    if isinstance(x, keras.Variable):
+        return keras.ops.convert_to_tensor(x)
+    return keras.ops.convert_to_tensor(x, dtype=keras.config.floatx())
+
+
+def flat_inputs(args):
+    """Flatten call arguments into tensors and the spec to rebuild them."""
+    leaves, spec = flatten(list(args))
+    return [to_tensor(x) for x in leaves], spec
+
+
+def call_forward(forward, inputs):
+    """Run the R forward; return ``(flat value tensors, value spec, grad)``."""
+    value, grad = call_r(forward, *inputs)
+    leaves, spec = flatten(value)
+    return [to_tensor(x) for x in leaves], spec, grad
+
+
+def fill_upstream(upstream, outputs):
+    """Zeros where the backend passed no upstream for an output."""
+    return [
+        keras.ops.zeros_like(out) if up is None else up
+        for up, out in zip(upstream, outputs)
+    ]
+
+
+def call_grad(grad, upstream, inputs, fill_none, variables=None):
+    """Run the R grad and return one flat gradient per flat input tensor.
+
+    ``inputs`` is the nest of input tensors as ``forward`` saw them;
+    ``fill_none`` turns a missing gradient into zeros (JAX needs them).
+    With ``variables`` the R grad returns ``[input_grads, variable_grads]``.
+    """
+    result = call_r(grad, upstream, variables)
+    if variables is not None:
+        result, variable_grads = result
+        return normalize_gradients(result, inputs, fill_none), variable_grads
+    return normalize_gradients(result, inputs, fill_none)
+
+
+def normalize_gradients(grads, inputs, fill_none):
+    """Check ``grads`` against ``inputs`` and return flat gradient tensors."""
+    n = len(inputs)
+    if not isinstance(grads, (list, tuple)):
+        grads = [grads]
+    elif n == 1 and len(grads) != 1 and isinstance(inputs[0], (list, dict)):
+        # One nested input: its gradient may be given without the outer list.
+        grads = [grads]
+    if len(grads) != n:
+        raise GradientCountError(
+            f"`grad` must return {n} gradient{'s' if n != 1 else ''}, one per "
+            f"input of `f`, but it returned {len(grads)}."
+        )
+    flat = []
+    for i, (g, x) in enumerate(zip(grads, inputs), start=1):
+        g_leaves, g_spec = flatten(g)
+        x_leaves, x_spec = flatten(x)
+        if g_spec.is_leaf and g_leaves[0] is None:
+            g_leaves, g_spec = [None] * len(x_leaves), x_spec
+        if not g_spec.same_as(x_spec):
+            raise GradientStructureError(
+                f"The gradient for input {i} must have the same nesting as "
+                f"input {i} ({len(x_leaves)} tensor(s)), but it does not."
+            )
+        for j, (gl, xl) in enumerate(zip(g_leaves, x_leaves), start=1):
+            where = f"input {i}" if x_spec.is_leaf else f"input {i}, tensor {j}"
+            flat.append(_check_leaf(gl, xl, where, fill_none))
+    return flat
+
+
+def _check_leaf(g, x, where, fill_none):
+    if g is None:
+        return keras.ops.zeros_like(x) if fill_none else None
+    g = to_tensor(g)
+    g_shape, x_shape = _shape(g), _shape(x)
+    if not _shapes_match(g_shape, x_shape):
+        raise GradientShapeError(
+            f"The gradient for {where} has shape {_fmt(g_shape)}, but "
+            f"{where} has shape {_fmt(x_shape)}; they must be equal."
+        )
+    if g.dtype != x.dtype:
+        g = keras.ops.cast(g, keras.backend.standardize_dtype(x.dtype))
+    return g
+
+
+def _shape(x):
+    shape = x.shape
+    if hasattr(shape, "as_list"):
+        try:
+            return tuple(shape.as_list())
+        except ValueError:
+            return None
+    return tuple(shape)
+
+
+def _shapes_match(a, b):
+    if a is None or b is None:
+        return True
+    if len(a) != len(b):
+        return False
+    return all(p is None or q is None or p == q for p, q in zip(a, b))
+
+
+def _fmt(shape):
+    if shape is None:
+        return "(unknown)"
+    return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ")"
+
+
+def pack(spec, leaves):
+    """Put flat leaves back into ``spec``'s nest."""
+    return unflatten(spec, leaves)

@@ -1,0 +1,77 @@
+"""Nested inputs and outputs: flatten to leaves and pack them back.
+
+R lists reach Python as lists (dicts when named); the backends want flat
+tensors.  A spec records the nesting so that upstream gradients and input
+gradients can be given back to R with the structure the user wrote.
+"""
+
+
+class Spec:
+    """The shape of a nested structure: a leaf, or a container of specs."""
+
+    __slots__ = ("kind", "children")
+
+    def __init__(self, kind, children=None):
+        self.kind = kind
+        self.children = children
+
+    @property
+    def is_leaf(self):
+        return self.kind is None
+
+    def num_leaves(self):
+        if self.is_leaf:
+            return 1
+        return sum(child.num_leaves() for child in self._child_specs())
+
+    def _child_specs(self):
+        if self.kind is dict:
+            return list(self.children.values())
+        return self.children
+
+    def same_as(self, other):
+        if self.kind is None or other.kind is None:
+            return self.kind is other.kind
+        if (self.kind is dict) != (other.kind is dict):
+            return False
+        if self.kind is dict:
+            if list(self.children) != list(other.children):
+                return False
+        elif len(self.children) != len(other.children):
+            return False
+        return all(
+            a.same_as(b) for a, b in zip(self._child_specs(), other._child_specs())
+        )
+
+
+LEAF = Spec(None)
+
+
+def flatten(tree):
+    """Return ``(leaves, spec)`` for a nest of lists, tuples and dicts."""
+    leaves = []
+    spec = _flatten_into(tree, leaves)
+    return leaves, spec
+
+
+def _flatten_into(tree, leaves):
+    if isinstance(tree, (list, tuple)):
+        return Spec(type(tree), [_flatten_into(t, leaves) for t in tree])
+    if isinstance(tree, dict):
+        return Spec(dict, {k: _flatten_into(v, leaves) for k, v in tree.items()})
+    leaves.append(tree)
+    return LEAF
+
+
+def unflatten(spec, leaves):
+    """Inverse of :func:`flatten`: put ``leaves`` back into ``spec``'s nest."""
+    it = iter(leaves)
+    return _build(spec, it)
+
+
+def _build(spec, it):
+    if spec.is_leaf:
+        return next(it)
+    if spec.kind is dict:
+        return {k: _build(s, it) for k, s in spec.children.items()}
+    return list(_build(s, it) for s in spec.children)

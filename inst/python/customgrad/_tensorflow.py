@@ -1,0 +1,53 @@
+"""TensorFlow: ``tf.custom_gradient`` on flat tensors.
+
+Inputs are converted to tensors before the custom-gradient boundary, so a
+Keras variable passed as an input is read outside ``f`` and its gradient
+flows through that read.  Variables that ``f`` reads itself follow TF's
+``variables=`` contract.
+"""
+
+import tensorflow as tf
+
+from customgrad import _bridge
+from customgrad.errors import VariablesError
+
+
+def custom_gradient(forward):
+    def call(*args):
+        tensors, in_spec = _bridge.flat_inputs(args)
+        out = {}
+
+        @tf.custom_gradient
+        def inner(*flat):
+            inputs = _bridge.pack(in_spec, flat)
+            leaves, spec, grad = _bridge.call_forward(forward, inputs)
+            out["spec"] = spec
+
+            def grad_fn(*upstream, variables=None):
+                upstream = _bridge.fill_upstream(upstream, leaves)
+                upstream = _bridge.pack(spec, upstream)
+                if variables:
+                    grads, var_grads = _bridge.call_grad(
+                        grad, upstream, inputs, False, list(variables)
+                    )
+                    return grads, _variable_gradients(var_grads, variables)
+                return _bridge.call_grad(grad, upstream, inputs, False)
+
+            return (leaves[0] if len(leaves) == 1 else tuple(leaves)), grad_fn
+
+        result = inner(*tensors)
+        flat_out = [result] if out["spec"].num_leaves() == 1 else list(result)
+        return _bridge.pack(out["spec"], flat_out)
+
+    return call
+
+
+def _variable_gradients(var_grads, variables):
+    if not isinstance(var_grads, (list, tuple)):
+        var_grads = [var_grads]
+    if len(var_grads) != len(variables):
+        raise VariablesError(
+            f"`grad` must return {len(variables)} variable gradient(s), one "
+            f"per variable `f` read, but it returned {len(var_grads)}."
+        )
+    return [None if g is None else tf.convert_to_tensor(g) for g in var_grads]

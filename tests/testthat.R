@@ -1,0 +1,4 @@
+library(testthat)
+library(customgrad)
+
+test_check("customgrad")
