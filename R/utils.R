@@ -5,6 +5,8 @@
 #'
 #' @param x,y Any values.
 #' @returns `x` unless it is `NULL`, else `y`.
+#' @name null-default
+#' @aliases %||%
 #' @export
 #' @examples
 #' NULL %||% 2

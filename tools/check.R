@@ -21,7 +21,9 @@ tarball <- sprintf("%s_%s.tar.gz", desc[, "Package"], desc[, "Version"])
 file.rename(tarball, file.path("check", tarball))
 status <- tryCatch(
   {
-    run(c("CMD", "check", "--as-cran", tarball), wd = "check")
+    # --no-manual: the PDF manual needs LaTeX, which this project does not
+    # install (hundreds of MB); the Rd files are still checked.
+    run(c("CMD", "check", "--as-cran", "--no-manual", tarball), wd = "check")
     0
   },
   error = function(e) 1

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   r-base-core r-base-dev r-cran-reticulate r-cran-rlang r-cran-cli
   r-cran-testthat r-cran-withr r-cran-callr r-cran-knitr r-cran-rmarkdown
-  r-cran-roxygen2 pandoc qpdf python3.11-venv
+  r-cran-roxygen2 pandoc qpdf tidy python3.11-venv
 )
 
 missing=()
