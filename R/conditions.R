@@ -64,22 +64,30 @@ rethrow_python_error <- function(cnd, call) {
   found <- if (!is.null(exc)) customgrad_py()$find_error(exc)
   if (is.null(found) || reticulate::py_is_null_xptr(found) ||
     inherits(found, "python.builtin.NoneType")) {
+    recent <- the$last_signalled
+    the$last_signalled <- NULL
+    if (!is.null(recent) && grepl(rlang::cnd_header(recent), conditionMessage(cnd), fixed = TRUE)) {
+      # A condition customgrad signalled again inside an R function that
+      # Python called (as jax$grad(h) does) came back as a plain Python
+      # error: it is the same one.
+      signal_again(recent)
+    }
     stop(cnd)
   }
   r_class <- reticulate::py_to_r(reticulate::py_get_attr(found, "r_class"))
   if (is.null(r_class)) {
     token <- reticulate::py_to_r(reticulate::py_get_attr(found, "token"))
     original <- take_condition(token)
-    if (!is.null(original)) stop(original)
+    if (!is.null(original)) signal_again(original)
     stop(cnd)
   }
-  message <- reticulate::py_to_r(reticulate::py_str(found))
-  cli::cli_abort(
+  message <- reticulate::py_str(found)
+  signal_again(rlang::catch_cnd(cli::cli_abort(
     "{message}",
     class = unique(c(r_class, "customgrad_error")),
     call = call,
     parent = cnd
-  )
+  )))
 }
 
 # The Python exception behind an R error raised by reticulate, or NULL.
@@ -98,4 +106,11 @@ python_exception <- function(cnd) {
     return(NULL)
   }
   exc
+}
+
+# Signal a condition that came back through Python, remembering it for one
+# more trip (see above).
+signal_again <- function(cnd) {
+  the$last_signalled <- cnd
+  stop(cnd)
 }

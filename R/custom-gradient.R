@@ -116,13 +116,29 @@ call_custom_gradient <- function(state, inputs) {
     fn <- state$py <- customgrad_py()$custom_gradient(state$forward)
   }
   out <- with_python_errors(
-    do.call(reticulate::py_call, c(list(fn), inputs)),
+    do.call(reticulate::py_call, c(list(fn), lapply(inputs, as_python_input))),
     call = sys.call(-1)
   )
   if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
     out <- reticulate::py_to_r(out)
   }
   out
+}
+
+# reticulate turns an R vector of length > 1 into a Python list, which would
+# read as a nested input: send vectors and arrays as NumPy arrays instead.
+# (Python converts them, and R numbers, to tensors of Keras' float type.)
+as_python_input <- function(x) {
+  if (inherits(x, "python.builtin.object")) {
+    return(x)
+  }
+  if (is.list(x)) {
+    return(lapply(x, as_python_input))
+  }
+  if (is.atomic(x) && (length(x) != 1 || !is.null(dim(x)))) {
+    return(reticulate::np_array(x))
+  }
+  x
 }
 
 # Called from Python with f's inputs: run f, check its result, and return
@@ -198,7 +214,7 @@ abort_grad_variables <- function(n) {
   abort_customgrad(
     c(
       "{.arg f} read {n} TensorFlow variable{?s} that {?is/are} not among its inputs, but the gradient function has no {.arg variables} argument.",
-      "i" = "Pass the variable{?s} to the function as input{?s}, or give the gradient function a {.arg variables} argument and return {.code list(input_gradients, variable_gradients)}."
+      "i" = "{cli::qty(n)}Pass the variable{?s} to the function as input{?s}, or give the gradient function a {.arg variables} argument and return {.code list(input_gradients, variable_gradients)}."
     ),
     class = "grad_variables",
     call = NULL

@@ -17,11 +17,158 @@ test_that("log1pexp: value and a gradient of exactly 1 at x = 100", {
   expect_true(is.nan(native_grad(naive, 100)))
 })
 
+test_that("the three grad signatures give the same gradient", {
+  skip_if_no_backend()
+  agnostic <- op_custom_gradient(function(x) {
+    tuple(x^2, function(..., upstream = NULL) (upstream %||% ..1) * 2 * x)
+  })
+  tf_jax_style <- op_custom_gradient(function(x) {
+    tuple(x^2, function(upstream) upstream * 2 * x)
+  })
+  torch_style <- op_custom_gradient(function(x) {
+    tuple(x^2, function(..., upstream) upstream * 2 * ..1)
+  })
+  dots_only <- op_custom_gradient(function(x) {
+    tuple(x^2, function(...) ..1 * 2 * x)
+  })
+  for (h in list(agnostic, tf_jax_style, torch_style, dots_only)) {
+    expect_values(native_grad(h, c(1, -3)), c(2, -6))
+  }
+})
+
+test_that("JAX docs: x^2 with rule g * x gives 3 at x = 3", {
+  skip_if_no_backend()
+  f <- op_custom_gradient(function(x) tuple(x^2, function(g) g * x))
+  expect_values(native_grad(f, 3), 3)
+  expect_tensor(f(3), 9)
+})
+
+test_that("several inputs: one gradient each, as tuple() or list()", {
+  skip_if_no_backend()
+  # JAX docs' x * y, and TF docs' bar(x, y) = x * y with grads (dy * y, dy * x).
+  as_tuple <- op_custom_gradient(function(x, y) {
+    tuple(x * y, function(upstream) tuple(upstream * y, upstream * x))
+  })
+  as_list <- op_custom_gradient(function(x, y) {
+    list(x * y, function(upstream) list(upstream * y, upstream * x))
+  })
+  for (bar in list(as_tuple, as_list)) {
+    g <- native_grads(function(x, y) sum(bar(x, y)), c(2, 3), c(5, 7))
+    expect_values(g[[1]], c(5, 7))
+    expect_values(g[[2]], c(2, 3))
+  }
+})
+
+test_that("NULL gradient: no gradient (zeros) for that input", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x, y) {
+    tuple(x * y, function(upstream) list(upstream * y, NULL))
+  })
+  g <- native_grads(function(x, y) sum(h(x, y)), c(2, 3), c(5, 7))
+  expect_values(g[[1]], c(5, 7))
+  expect_values(g[[2]], c(0, 0))
+})
+
+test_that("several and nested outputs: upstream has the value's structure", {
+  skip_if_no_backend()
+  seen <- NULL
+  h <- op_custom_gradient(function(x) {
+    value <- list(x * 2, list(a = x^2, b = x * 3))
+    grad <- function(upstream) {
+      seen <<- c(length(upstream), length(upstream[[2]]), names(upstream[[2]]))
+      upstream[[1]] * 2 + upstream[[2]]$a * 2 * x + upstream[[2]]$b * 3
+    }
+    tuple(value, grad)
+  })
+  out <- h(c(1, 2))
+  expect_type(out, "list")
+  expect_named(out[[2]], c("a", "b"))
+  expect_tensor(out[[2]]$a, c(1, 4))
+  loss <- function(x) {
+    o <- h(x)
+    sum(o[[1]]) + sum(o[[2]]$a) + sum(o[[2]]$b)
+  }
+  expect_values(native_grad(function(x) loss(x), c(1, 2)), 2 + 2 * c(1, 2) + 3)
+  expect_identical(seen, c("2", "2", "a", "b"))
+})
+
+test_that("an unused output gets a zero upstream", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    tuple(list(x * 2, x * 3), function(upstream) upstream[[1]] * 2 + upstream[[2]] * 3)
+  })
+  expect_values(native_grad(function(x) h(x)[[1]], c(1, 2)), c(2, 2))
+})
+
+test_that("nested inputs: the gradient mirrors their structure", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(xs, w) {
+    value <- sum(xs[[1]] * w) + sum(xs[[2]]$b * 2)
+    grad <- function(upstream) {
+      list(list(upstream * w, list(b = upstream * 2 + 0 * xs[[2]]$b)), upstream * xs[[1]])
+    }
+    tuple(value, grad)
+  })
+  g <- native_grads(h, list(c(1, 2), list(b = c(3, 4, 5))), c(10, 20))
+  expect_values(g[[1]][[1]], c(10, 20))
+  expect_values(g[[1]][[2]]$b, c(2, 2, 2))
+  expect_values(g[[2]], c(1, 2))
+  # One nested input: its gradient may leave out the outer list.
+  one <- op_custom_gradient(function(xs) {
+    tuple(sum(xs[[1]]) + sum(xs[[2]]), function(upstream) list(upstream + 0 * xs[[1]], upstream * 2 + 0 * xs[[2]]))
+  })
+  g <- native_grads(one, list(c(1, 2), 3))
+  expect_values(g[[1]][[1]], c(1, 1))
+  expect_values(g[[1]][[2]], 2)
+})
+
+test_that("non-tensor inputs become tensors of Keras' float type", {
+  skip_if_no_backend()
+  got <- NULL
+  h <- op_custom_gradient(function(x) {
+    got <<- x
+    tuple(x * 2, function(upstream) upstream * 2)
+  })
+  expect_tensor(h(1.5), 3)
+  expect_identical(customgrad:::tensor_dtype(got), "float32")
+  m <- matrix(1:6, 2)
+  expect_equal(as.array(h(m)), m * 2)
+  expect_identical(dim(got), c(2L, 3L))
+  expect_identical(customgrad:::tensor_dtype(got), "float32")
+  expect_tensor(h(reticulate::py_eval("2.5", convert = FALSE)), 5)
+})
+
+test_that("reentrant: h inside another custom gradient's f and grad", {
+  skip_if_no_backend()
+  square <- op_custom_gradient(function(x) tuple(x^2, function(upstream) upstream * 2 * x))
+  outer <- op_custom_gradient(function(x) {
+    value <- square(x) + square(x * 2) # 5 x^2
+    grad <- function(upstream) upstream * (square(x + 1) - square(x - 1)) * 2.5 # 10 x
+    tuple(value, grad)
+  })
+  for (i in 1:3) {
+    expect_tensor(outer(c(1, 2)), c(5, 20))
+    expect_values(native_grad(outer, c(1, 2)), c(10, 20))
+  }
+})
+
 test_that("op_custom_gradient() returns a function with f's arguments", {
   h <- op_custom_gradient(function(x, y = 2) tuple(x, function(upstream) upstream))
   expect_identical(names(formals(h)), c("x", "y"))
   expect_error(op_custom_gradient(1), class = "customgrad_error_not_function")
   expect_snapshot(op_custom_gradient("f"), error = TRUE)
+})
+
+test_that("defaults and named arguments reach f in its own order", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x, y = 10) {
+    tuple(x - y, function(upstream) list(upstream, -upstream))
+  })
+  expect_tensor(h(1), -9)
+  expect_tensor(h(y = 1, x = 5), 4)
+  g <- native_grads(function(a, b) sum(h(y = b, x = a)), c(1, 2), c(3, 4))
+  expect_values(g[[1]], c(1, 1))
+  expect_values(g[[2]], c(-1, -1))
 })
 
 test_that("tuple() is a plain R list underneath", {

@@ -1,0 +1,90 @@
+test_that("an R error in f reaches the caller as the original condition", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    rlang::abort("f failed on purpose", class = "my_error")
+  })
+  expect_error(h(1), "f failed on purpose", class = "my_error")
+  # and under each backend's autodiff too
+  expect_error(native_grad(h, 1), "f failed on purpose")
+})
+
+test_that("an R error in grad is never a NaN gradient", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    tuple(x * 2, function(upstream) rlang::abort("grad failed on purpose", class = "my_grad_error"))
+  })
+  expect_error(native_grad(h, 1), "grad failed on purpose")
+  expect_error(customgrad_call(native_grad(h, 1)), class = "my_grad_error")
+})
+
+test_that("f must return tuple(value, grad)", {
+  skip_if_no_backend()
+  value_only <- op_custom_gradient(function(x) x * 2)
+  expect_error(value_only(1), class = "customgrad_error_f_result")
+  expect_error(native_grad(value_only, 1), "must return `tuple(value, grad)`", fixed = TRUE)
+  three <- op_custom_gradient(function(x) list(x, function(u) u, 3))
+  expect_snapshot(three(1), error = TRUE)
+  not_fun <- op_custom_gradient(function(x) tuple(x, 1))
+  expect_error(not_fun(1), class = "customgrad_error_grad_not_function")
+  no_args <- op_custom_gradient(function(x) tuple(x, function() 1))
+  expect_error(no_args(1), class = "customgrad_error_grad_signature")
+})
+
+test_that("a wrong number of gradients is a classed error naming both counts", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x, y) {
+    tuple(x * y, function(upstream) list(upstream * y, upstream * x, upstream))
+  })
+  err <- expect_error(
+    customgrad_call(native_grads(h, 1, 2)),
+    class = "customgrad_error_grad_count"
+  )
+  expect_match(conditionMessage(err), "must return 2 gradients, one per input of `f`, but it returned 3", fixed = TRUE)
+})
+
+test_that("a gradient of the wrong shape is a classed error naming both shapes", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    tuple(sum(x), function(upstream) op_convert_to_tensor(c(1, 2, 3)))
+  })
+  err <- expect_error(
+    customgrad_call(native_grad(h, matrix(1, 2, 2))),
+    class = "customgrad_error_grad_shape"
+  )
+  expect_match(conditionMessage(err), "The gradient for input 1 has shape (3), but input 1 has shape (2, 2)", fixed = TRUE)
+  bad_nest <- op_custom_gradient(function(xs) tuple(sum(xs[[1]]), function(u) list(list(u, u, u))))
+  expect_error(
+    customgrad_call(native_grads(bad_nest, list(1, 2))),
+    class = "customgrad_error_grad_structure"
+  )
+})
+
+test_that("R is never entered from a non-main Python thread", {
+  skip_if_no_backend()
+  calls <- 0
+  h <- op_custom_gradient(function(x) {
+    calls <<- calls + 1
+    tuple(x, function(upstream) upstream)
+  })
+  h(1)
+  calls <- 0
+  py_h <- environment(h)$.customgrad_state$py
+  run_in_thread <- reticulate::py_run_string("
+import threading
+def run_in_thread(fn, x):
+    out = {}
+    def target():
+        try:
+            fn(x)
+        except Exception as exc:
+            out['error'] = exc
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    return out.get('error')
+", convert = FALSE)$run_in_thread
+  err <- reticulate::py_call(run_in_thread, py_h, 1)
+  expect_identical(calls, 0)
+  expect_true(inherits(err, "customgrad.errors.ThreadError"))
+  expect_match(reticulate::py_str(err), "non-main Python thread")
+})

@@ -1,0 +1,50 @@
+# PyTorch's own conventions: backward(), create_graph, one output per grad
+# in keras' wrapper (not in customgrad's), no silent NaN gradients.
+
+test_that("several outputs work on torch (keras' own wrapper takes one)", {
+  skip_unless_backend("torch")
+  torch <- reticulate::import("torch", convert = FALSE)
+  h <- op_custom_gradient(function(x) {
+    tuple(list(x * 2, x^2), function(upstream) upstream[[1]] * 2 + upstream[[2]] * 2 * x)
+  })
+  x <- torch$tensor(c(1, 3), requires_grad = TRUE)
+  out <- h(x)
+  (out[[1]]$sum() + out[[2]]$sum())$backward()
+  expect_values(as.array(x$grad), 2 + 2 * c(1, 3))
+})
+
+test_that("an f that returns only a value fails instead of training on NaN", {
+  skip_unless_backend("torch")
+  torch <- reticulate::import("torch", convert = FALSE)
+  calls <- 0
+  h <- op_custom_gradient(function(x) {
+    calls <<- calls + 1
+    x * 2
+  })
+  x <- torch$tensor(1, requires_grad = TRUE)
+  expect_error(h(x), class = "customgrad_error_f_result")
+  expect_identical(calls, 1) # not run a second time behind the error
+  expect_true(reticulate::py_eval("lambda t: t.grad is None")(x))
+})
+
+test_that("create_graph = TRUE differentiates the gradient again", {
+  skip_unless_backend("torch")
+  torch <- reticulate::import("torch", convert = FALSE)
+  cube <- op_custom_gradient(function(x) tuple(x^3, function(..., upstream) upstream * 3 * ..1^2))
+  x <- torch$tensor(c(1, 2), requires_grad = TRUE)
+  dy <- reticulate::py_to_r(torch$autograd$grad(cube(x)$sum(), x, create_graph = TRUE))[[1]]
+  expect_values(as.array(dy$detach()), 3 * c(1, 2)^2)
+  d2y <- reticulate::py_to_r(torch$autograd$grad(dy$sum(), x))[[1]]
+  expect_values(as.array(d2y), 6 * c(1, 2))
+})
+
+test_that("backward leaves the inputs' other gradients alone", {
+  skip_unless_backend("torch")
+  torch <- reticulate::import("torch", convert = FALSE)
+  h <- op_custom_gradient(function(x, y) tuple(x * y, function(upstream) list(upstream * y, NULL)))
+  x <- torch$tensor(c(1, 2), requires_grad = TRUE)
+  y <- torch$tensor(c(3, 4), requires_grad = TRUE)
+  h(x, y)$sum()$backward()
+  expect_values(as.array(x$grad), c(3, 4))
+  expect_true(reticulate::py_eval("lambda t: t.grad is None")(y))
+})
