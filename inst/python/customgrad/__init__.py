@@ -37,9 +37,10 @@ def custom_gradient(forward, backend=None):
     variables)`` returns one gradient per input.  ``backend`` defaults to the
     active Keras backend.
     """
-    if backend is None:
-        import keras
+    import keras
+    from keras.src.backend import any_symbolic_tensors, compute_output_spec
 
+    if backend is None:
         backend = keras.config.backend()
     if backend == "tensorflow":
         from customgrad import _tensorflow as adapter
@@ -52,4 +53,13 @@ def custom_gradient(forward, backend=None):
             f"The Keras backend {backend!r} is not supported; "
             "use 'tensorflow', 'jax' or 'torch'."
         )
-    return adapter.custom_gradient(forward)
+    differentiable = adapter.custom_gradient(forward)
+
+    def call(*args):
+        # Symbolic Keras tensors (functional models, output specs): run on
+        # the backend's placeholders to get the output's shape and dtype.
+        if any_symbolic_tensors(args):
+            return compute_output_spec(differentiable, *args)
+        return differentiable(*args)
+
+    return call

@@ -38,10 +38,12 @@ def call_r(fn, *args):
 
 def to_tensor(x):
     """A backend tensor for ``x``; numbers become Keras' float type."""
+    if isinstance(x, keras.Variable):
+        # Its backend value (a tf.Variable, a torch Parameter, a JAX array),
+        # so that gradients reach the variable.
+        return x.value
     if keras.ops.is_tensor(x):
         return x
-    if isinstance(x, keras.Variable):
-        return keras.ops.convert_to_tensor(x)
     return keras.ops.convert_to_tensor(x, dtype=keras.config.floatx())
 
 

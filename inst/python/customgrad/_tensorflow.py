@@ -15,6 +15,13 @@ from customgrad.errors import VariablesError
 def custom_gradient(forward):
     def call(*args):
         tensors, in_spec = _bridge.flat_inputs(args)
+        # Read variables here, outside f: the read is taped and the gradient
+        # flows to the variable; only variables f reads itself follow TF's
+        # variables= contract.
+        tensors = [
+            tf.convert_to_tensor(t) if isinstance(t, tf.Variable) else t
+            for t in tensors
+        ]
         out = {}
 
         @tf.custom_gradient

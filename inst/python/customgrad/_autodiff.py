@@ -1,0 +1,339 @@
+"""Gradients, vector-Jacobian products and compiled calls of R functions.
+
+R hands this module ``fn``, an R callback that takes the tensors to
+differentiate (nests of lists and dicts allowed) and returns a nest of
+tensors.  The module runs it under the active backend's autodiff:
+
+* TensorFlow: a ``tf.GradientTape`` (not persistent: one gradient call).
+  Nested tapes make gradients of gradients.
+* JAX: ``jax.vjp``, which composes with ``jax.jit``, ``jax.grad`` and itself.
+* PyTorch: ``torch.autograd.grad`` on fresh leaves, or on views of inputs
+  that already carry autograd history (so that an outer gradient flows
+  through).  The caller's tensors keep their ``requires_grad`` and ``.grad``.
+  With grad mode on, the gradient is built with ``create_graph=True`` and can
+  be differentiated again.
+
+R is entered only through :func:`customgrad._bridge.call_r`.
+"""
+
+import collections
+
+import keras
+
+from customgrad import _bridge
+from customgrad._structure import flatten, unflatten
+from customgrad.errors import CustomGradError
+
+__all__ = [
+    "DtypeError",
+    "NotScalarError",
+    "UpstreamError",
+    "compile_function",
+    "enable_float64",
+    "restore_float64",
+    "value_and_grad",
+]
+
+
+class NotScalarError(CustomGradError):
+    r_class = "customgrad_error_not_scalar"
+
+
+class UpstreamError(CustomGradError):
+    r_class = "customgrad_error_upstream"
+
+
+class DtypeError(CustomGradError):
+    r_class = "customgrad_error_wrt_dtype"
+
+
+def value_and_grad(fn, positions=None, backend=None):
+    """Return ``call(upstream, *args) -> [value, grads]`` for the R ``fn``.
+
+    ``fn(*args)`` returns the value, a nest of tensors.  With ``upstream``
+    None the value must be one tensor with one element; otherwise
+    ``upstream`` has the value's nesting and shapes, and ``grads`` is the
+    vector-Jacobian product.  ``grads`` has one entry per argument, each
+    with its argument's nesting.  ``positions`` (1-based argument positions
+    in the R call) name the arguments in error messages.
+    """
+    vjp = vjp_for(backend)
+
+    def call(upstream, *args):
+        leaves, spec = flatten(list(args))
+        tensors = differentiable_inputs(leaves, spec, positions)
+        flat_fn, out = flat_function(fn, spec)
+
+        def make_upstream(values):
+            return _upstream_tensors(upstream, values, out["spec"])
+
+        values, grads = vjp(flat_fn, tensors, make_upstream)
+        return [unflatten(out["spec"], list(values)), unflatten(spec, list(grads))]
+
+    return call
+
+
+def flat_function(fn, spec):
+    """Wrap ``fn`` into a function of flat tensors returning flat tensors."""
+    out = {}
+
+    def flat_fn(*flat):
+        args = unflatten(spec, list(flat))
+        value = _bridge.call_r(fn, *args)
+        leaves, value_spec = flatten(value)
+        out["spec"] = value_spec
+        return [_bridge.to_tensor(v) for v in leaves]
+
+    return flat_fn, out
+
+
+def differentiable_inputs(leaves, spec, positions):
+    """Tensors for ``leaves``; each must have a floating dtype."""
+    owners = _leaf_owners(spec)
+    tensors = []
+    for leaf, owner in zip(leaves, owners):
+        tensor = _bridge.to_tensor(leaf)
+        dtype = keras.backend.standardize_dtype(tensor.dtype)
+        if not keras.backend.is_float_dtype(dtype):
+            where = owner + 1
+            if positions is not None:
+                where = list(positions)[owner]
+            raise DtypeError(
+                f"Can't differentiate with respect to argument {where}: it "
+                f"has dtype {dtype}, and gradients need a floating dtype."
+            )
+        tensors.append(tensor)
+    return tensors
+
+
+def _leaf_owners(spec):
+    """For each leaf of a list of arguments, the index of its argument."""
+    owners = []
+    for i, child in enumerate(spec.children):
+        owners.extend([i] * child.num_leaves())
+    return owners
+
+
+def _upstream_tensors(upstream, values, value_spec):
+    """One upstream tensor per value tensor, checked and cast to its dtype."""
+    if upstream is None:
+        if len(values) != 1 or not _has_one_element(values[0]):
+            raise NotScalarError(
+                "`f` must return a scalar (one tensor with one element) when "
+                "`upstream` is NULL."
+            )
+        return [keras.ops.ones_like(values[0])]
+    leaves, spec = flatten(upstream)
+    if not spec.same_as(value_spec):
+        raise UpstreamError(
+            "`upstream` must have the nesting of `f`'s value "
+            f"({len(values)} tensor(s)), but it has {len(leaves)} tensor(s) "
+            "or another nesting."
+        )
+    result = []
+    for i, (u, v) in enumerate(zip(leaves, values), start=1):
+        u = _bridge.to_tensor(u)
+        u_shape, v_shape = _static_shape(u), _static_shape(v)
+        if not _shapes_equal(u_shape, v_shape):
+            where = "" if spec.is_leaf else f" (tensor {i})"
+            raise UpstreamError(
+                f"`upstream`{where} has shape {_fmt(u_shape)}, but `f`'s "
+                f"value{where} has shape {_fmt(v_shape)}; they must be equal."
+            )
+        result.append(keras.ops.cast(u, keras.backend.standardize_dtype(v.dtype)))
+    return result
+
+
+def _has_one_element(x):
+    shape = _static_shape(x)
+    return shape is None or all(d is None or d == 1 for d in shape)
+
+
+def _static_shape(x):
+    shape = x.shape
+    if hasattr(shape, "as_list"):
+        try:
+            return tuple(shape.as_list())
+        except ValueError:  # unknown rank
+            return None
+    return tuple(int(d) if d is not None else None for d in shape)
+
+
+def _shapes_equal(a, b):
+    if a is None or b is None:
+        return True
+    if len(a) != len(b):
+        return False
+    return all(p is None or q is None or p == q for p, q in zip(a, b))
+
+
+def _fmt(shape):
+    if shape is None:
+        return "(unknown)"
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+# --- Backends ---------------------------------------------------------------
+
+
+def _backend(backend):
+    return backend or keras.config.backend()
+
+
+def vjp_for(backend):
+    backend = _backend(backend)
+    if backend == "tensorflow":
+        return _vjp_tensorflow
+    if backend == "jax":
+        return _vjp_jax
+    if backend == "torch":
+        return _vjp_torch
+    raise CustomGradError(
+        f"The Keras backend {backend!r} is not supported; "
+        "use 'tensorflow', 'jax' or 'torch'."
+    )
+
+
+def _vjp_tensorflow(flat_fn, xs, make_upstream):
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        # Distinct tensors per argument, even if the caller passed one
+        # tensor twice; an enclosing tape records the identity too.
+        xs = [tf.identity(x) for x in xs]
+        for x in xs:
+            tape.watch(x)
+        values = flat_fn(*xs)
+    upstream = make_upstream(values)
+    grads = tape.gradient(
+        values,
+        xs,
+        output_gradients=upstream,
+        unconnected_gradients=tf.UnconnectedGradients.ZERO,
+    )
+    return values, grads
+
+
+def _vjp_jax(flat_fn, xs, make_upstream):
+    import jax
+
+    values, pullback = jax.vjp(lambda *a: tuple(flat_fn(*a)), *xs)
+    grads = pullback(tuple(make_upstream(list(values))))
+    return list(values), list(grads)
+
+
+def _vjp_torch(flat_fn, xs, make_upstream):
+    import torch
+
+    create_graph = torch.is_grad_enabled()
+    with torch.enable_grad():
+        xs = [_torch_input(x, create_graph) for x in xs]
+        values = flat_fn(*xs)
+    upstream = make_upstream(values)
+    pairs = [(v, u) for v, u in zip(values, upstream) if v.requires_grad]
+    if pairs:
+        grads = torch.autograd.grad(
+            [v for v, _ in pairs],
+            xs,
+            grad_outputs=[u for _, u in pairs],
+            create_graph=create_graph,
+            allow_unused=True,
+        )
+    else:
+        grads = [None] * len(xs)
+    grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
+    if not create_graph:
+        values = [v.detach() for v in values]
+        grads = [g.detach() for g in grads]
+    return values, grads
+
+
+def _torch_input(x, keep_history):
+    """A tensor to differentiate with respect to, without touching ``x``."""
+    if keep_history and x.requires_grad:
+        return x.view_as(x)
+    return x.detach().requires_grad_(True)
+
+
+# --- float64 ----------------------------------------------------------------
+
+
+def enable_float64(backend=None):
+    """Make float64 tensors possible; return what :func:`restore_float64` needs.
+
+    Only JAX needs it (``jax_enable_x64``); elsewhere a no-op.
+    """
+    if _backend(backend) != "jax":
+        return None
+    import jax
+
+    previous = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", True)
+    return previous
+
+
+def restore_float64(previous, backend=None):
+    """Undo :func:`enable_float64`."""
+    if previous is None or _backend(backend) != "jax":
+        return
+    import jax
+
+    jax.config.update("jax_enable_x64", bool(previous))
+
+
+# --- Compiled calls -----------------------------------------------------------
+
+
+def compile_function(fn, backend=None):
+    """Compile the R ``fn`` with the backend's tracer: R runs while tracing.
+
+    TensorFlow: ``tf.function``; JAX: ``jax.jit``; PyTorch: the plain call
+    (eager).  Arguments and the result are nests of tensors; the key order
+    of dicts is kept (``jax.jit`` would sort it).
+    """
+    backend = _backend(backend)
+
+    def traced(*args, **kwargs):
+        args = [_plain_dicts(a) for a in args]
+        kwargs = {k: _plain_dicts(v) for k, v in kwargs.items()}
+        value = _bridge.call_r(lambda *a: fn(*a, **kwargs), *args)
+        leaves, spec = flatten(value)
+        return _ordered_dicts(unflatten(spec, [_bridge.to_tensor(v) for v in leaves]))
+
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        compiled = tf.function(traced, autograph=False)
+    elif backend == "jax":
+        import jax
+
+        compiled = jax.jit(traced)
+    elif backend == "torch":
+        compiled = traced
+    else:
+        vjp_for(backend)  # raises
+
+    def call(*args, **kwargs):
+        args = [_ordered_dicts(a) for a in args]
+        kwargs = {k: _ordered_dicts(v) for k, v in kwargs.items()}
+        return _plain_dicts(compiled(*args, **kwargs))
+
+    return call
+
+
+def _ordered_dicts(tree):
+    """Dicts as OrderedDicts, whose key order pytrees keep."""
+    if isinstance(tree, dict):
+        return collections.OrderedDict((k, _ordered_dicts(v)) for k, v in tree.items())
+    if isinstance(tree, (list, tuple)):
+        return [_ordered_dicts(t) for t in tree]
+    return tree
+
+
+def _plain_dicts(tree):
+    """OrderedDicts (and tuples) back to the dicts and lists R converts."""
+    if isinstance(tree, dict):
+        return {k: _plain_dicts(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [_plain_dicts(t) for t in tree]
+    return tree
