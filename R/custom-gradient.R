@@ -60,7 +60,7 @@
 #' @param f A function of tensors returning `tuple(value, grad)`.
 #' @returns A function with the arguments of `f` that returns `f`'s value
 #'   and is differentiated with `grad`.
-#' @seealso [tuple()], [`%||%`].
+#' @seealso [tuple()], [`%||%`]; `vignette("custom-gradients")`.
 #' @export
 #' @examplesIf customgrad::backend_available()
 #' # log(1 + exp(x)), stable at x = 100 where the naive gradient is NaN.
@@ -73,6 +73,38 @@
 #'   tuple(op_log(1 + e), grad)
 #' })
 #' log1pexp(2)
+#'
+#' # Its gradient at x = 100, with the active backend's own autodiff:
+#' if (config_backend() == "tensorflow") {
+#'   tf <- reticulate::import("tensorflow")
+#'   x <- tf$constant(100)
+#'   with(reticulate::`%as%`(tf$GradientTape(), tape), {
+#'     tape$watch(x)
+#'     y <- log1pexp(x)
+#'   })
+#'   print(tape$gradient(y, x))
+#' }
+#' if (config_backend() == "jax") {
+#'   jax <- reticulate::import("jax")
+#'   print(jax$grad(log1pexp)(100))
+#'   print(jax$jit(jax$grad(log1pexp))(100)) # R runs only while tracing
+#' }
+#' if (config_backend() == "torch") {
+#'   torch <- reticulate::import("torch", convert = FALSE)
+#'   x <- torch$tensor(100, requires_grad = TRUE)
+#'   log1pexp(x)$backward()
+#'   print(x$grad)
+#' }
+#'
+#' # Two inputs, two outputs: upstream has the value's structure, and grad
+#' # returns one gradient per input.
+#' sum_and_product <- op_custom_gradient(function(x, y) {
+#'   grad <- function(upstream) {
+#'     list(upstream[[1]] + upstream[[2]] * y, upstream[[1]] + upstream[[2]] * x)
+#'   }
+#'   tuple(list(x + y, x * y), grad)
+#' })
+#' sum_and_product(2, 3)
 op_custom_gradient <- function(f) {
   check_function(f)
   state <- new.env(parent = emptyenv())
