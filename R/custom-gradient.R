@@ -129,7 +129,9 @@ op_custom_gradient <- function(f) {
 #' @examples
 #' tuple(1, "a")
 tuple <- function(...) {
-  structure(list(...), class = "customgrad_tuple")
+  x <- list(...)
+  class(x) <- "customgrad_tuple"
+  x
 }
 
 #' @export
@@ -182,6 +184,10 @@ custom_gradient_forward <- function(f, inputs) {
 }
 
 check_custom_gradient_result <- function(result, call = NULL) {
+  if (is.list(result) && length(result) == 2L && is.function(result[[2L]]) &&
+    !inherits(result, "python.builtin.object")) {
+    return(invisible(result))
+  }
   if (!is.list(result) || inherits(result, "python.builtin.object") ||
     length(result) != 2) {
     abort_customgrad(
@@ -210,7 +216,7 @@ check_custom_gradient_result <- function(result, call = NULL) {
 # How grad wants to be called, read from its formals (in R: once a closure
 # has gone to Python its formals can't be read any more).
 grad_convention <- function(grad, call = NULL) {
-  fmls <- names(formals(args(grad)))
+  fmls <- names(if (is.primitive(grad)) formals(args(grad)) else formals(grad))
   if (length(fmls) == 0) {
     abort_customgrad(
       c(
@@ -221,11 +227,12 @@ grad_convention <- function(grad, call = NULL) {
       call = call
     )
   }
-  others <- setdiff(fmls, c("upstream", "variables", "..."))
+  named <- any(fmls == "upstream")
   list(
-    inputs = "upstream" %in% fmls && ("..." %in% fmls || length(others) > 0),
-    named = "upstream" %in% fmls,
-    variables = "variables" %in% fmls
+    # function(..., upstream) and function(x, upstream) also get the inputs
+    inputs = named && length(fmls) > 1L + any(fmls == "variables"),
+    named = named,
+    variables = any(fmls == "variables")
   )
 }
 
@@ -255,8 +262,12 @@ abort_grad_variables <- function(n) {
 
 # tuple() marks lists for the reader; Python wants plain lists.
 strip_tuples <- function(x) {
-  if (is.list(x) && !inherits(x, "python.builtin.object")) {
-    x <- lapply(unclass(x), strip_tuples)
+  if (!is.list(x) || inherits(x, "python.builtin.object")) {
+    return(x)
+  }
+  if (inherits(x, "customgrad_tuple")) x <- unclass(x)
+  for (i in which(vapply(x, is.list, TRUE))) {
+    if (!is.null(x[[i]])) x[[i]] <- strip_tuples(x[[i]])
   }
   x
 }

@@ -1,3 +1,30 @@
+#' customgrad: custom gradients for Keras 3 on every backend
+#'
+#' Write a custom gradient once, in R, with [op_custom_gradient()], and use
+#' it on the TensorFlow, JAX and PyTorch backends of Keras 3.
+#'
+#' @section How it is built:
+#' R code knows R: it reads the gradient function's arguments, calls it the
+#' way it asks, and turns failures into classed R conditions. The Python
+#' module in `inst/python/customgrad` knows the backends: one adapter per
+#' backend (`tf.custom_gradient`, `jax.custom_gradient`, and the package's
+#' own `torch.autograd.Function`) calls R once per forward and once per
+#' backward pass, and checks the gradients R returns before the backend
+#' sees them.
+#'
+#' @section Memory:
+#' A tensor referenced from R is released only when R's garbage collector
+#' runs, and R does not know how big the tensor is. customgrad counts the
+#' bytes of tensors it hands to R (results of `op_*()` functions and tensor
+#' arithmetic, values and gradients passed to and from custom-gradient
+#' functions) and runs a minor `gc()` at the start of the next
+#' custom-gradient call once they pass `getOption("customgrad.gc_threshold_mb",
+#' 128)` megabytes (or at once past four times that). Set the option before
+#' the first customgrad call.
+#'
+#' @section Options:
+#' * `customgrad.gc_threshold_mb`: see "Memory" above.
+#'
 #' @keywords internal
 "_PACKAGE"
 

@@ -93,12 +93,25 @@ customgrad_py <- function() {
 load_customgrad_py <- function() {
   keras_module()
   path <- system.file("python", package = "customgrad", mustWork = TRUE)
-  the$py <- reticulate::import_from_path("customgrad", path = path, convert = FALSE)
-  the$py
+  py <- reticulate::import_from_path("customgrad", path = path, convert = FALSE)
+  memory <- reticulate::import("customgrad._memory", convert = FALSE)
+  threshold <- getOption("customgrad.gc_threshold_mb", 128) * 2^20
+  memory$set_collector(r_callback(collect_garbage), threshold)
+  the$memory <- memory
+  the$py <- py
+  py
+}
+
+# Called from Python when tensors handed to R since the last collection pass
+# customgrad.gc_threshold_mb: R's references are what keeps them alive.
+collect_garbage <- function() {
+  gc(full = FALSE, verbose = FALSE)
+  invisible(NULL)
 }
 
 cache_keras_op <- function(name) {
-  fn <- reticulate::py_get_attr(keras_module()$ops, name)
+  customgrad_py()
+  fn <- the$memory$wrap(reticulate::py_get_attr(keras_module()$ops, name))
   assign(name, fn, envir = the$ops)
   fn
 }

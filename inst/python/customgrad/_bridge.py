@@ -8,6 +8,7 @@ import threading
 
 import keras
 
+from customgrad import _memory
 from customgrad._structure import flatten, unflatten
 from customgrad.errors import (
     GradientCountError,
@@ -30,6 +31,7 @@ def call_r(fn, *args):
             "traced on the main thread (not inside tf.py_function, a tf.data "
             "map or a CUDA backward)."
         )
+    _memory.count_args(args)
     result = fn(*args)
     if isinstance(result, RError):
         raise result

@@ -1,0 +1,32 @@
+import keras
+
+from customgrad import _memory
+
+
+def test_ops_count_bytes_and_collect_at_four_times_the_threshold():
+    calls = []
+    _memory.set_collector(lambda: calls.append(1), 1000)
+    try:
+        exp = _memory.wrap(keras.ops.exp)
+        x = keras.ops.ones((100,))  # 400 bytes
+        before = _memory.stats()["collections"]
+        for _ in range(11):  # 4,400 bytes: one collection past 4x
+            exp(x)
+        assert len(calls) == 1
+        assert _memory.stats()["collections"] == before + 1
+    finally:
+        _memory.set_collector(None, 128 * 2**20)
+
+
+def test_a_due_collection_waits_for_the_boundary():
+    calls = []
+    _memory.set_collector(lambda: calls.append(1), 1000)
+    try:
+        _memory.handed_to_r([keras.ops.ones((300,)), keras.ops.ones((100,))])
+        assert calls == []  # 1,600 bytes: due, not run
+        _memory.at_boundary()
+        assert calls == [1]
+        _memory.at_boundary()
+        assert calls == [1]  # nothing due any more
+    finally:
+        _memory.set_collector(None, 128 * 2**20)
