@@ -113,7 +113,22 @@ op_custom_gradient <- function(f) {
   inputs <- lapply(names(fmls), as.symbol)
   body <- rlang::expr(call_custom_gradient(.customgrad_state, list(!!!inputs)))
   env <- rlang::env(ns_env(), .customgrad_state = state)
-  rlang::new_function(fmls, body, env)
+  h <- rlang::new_function(fmls, body, env)
+  class(h) <- c("customgrad_function", "function")
+  h
+}
+
+#' @export
+print.customgrad_function <- function(x, ...) {
+  cat("<customgrad function>(", paste(names(formals(x)), collapse = ", "), ")\n", sep = "")
+  invisible(x)
+}
+
+# Handed to Python (jax$grad(h), tf$`function`(h), a Keras Lambda layer), a
+# custom-gradient function is its Python callable: no R in between.
+#' @exportS3Method reticulate::r_to_py
+r_to_py.customgrad_function <- function(x, convert = FALSE) {
+  custom_gradient_callable(environment(x)$.customgrad_state)
 }
 
 #' Group values into a tuple
@@ -145,10 +160,7 @@ ns_env <- function() asNamespace("customgrad")
 
 # The body of every function that op_custom_gradient() returns.
 call_custom_gradient <- function(state, inputs) {
-  fn <- state$py
-  if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
-    fn <- state$py <- customgrad_py()$custom_gradient(state$forward)
-  }
+  fn <- custom_gradient_callable(state)
   out <- with_python_errors(
     do.call(reticulate::py_call, c(list(fn), lapply(inputs, as_python_input))),
     call = sys.call(-1)
@@ -157,6 +169,16 @@ call_custom_gradient <- function(state, inputs) {
     out <- reticulate::py_to_r(out)
   }
   out
+}
+
+# The Python callable behind a custom-gradient function, made on first use
+# (so that defining one does not start Python).
+custom_gradient_callable <- function(state) {
+  fn <- state$py
+  if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
+    fn <- state$py <- customgrad_py()$custom_gradient(state$forward)
+  }
+  fn
 }
 
 # reticulate turns an R vector of length > 1 into a Python list, which would

@@ -155,6 +155,7 @@ test_that("reentrant: h inside another custom gradient's f and grad", {
 test_that("op_custom_gradient() returns a function with f's arguments", {
   h <- op_custom_gradient(function(x, y = 2) tuple(x, function(upstream) upstream))
   expect_identical(names(formals(h)), c("x", "y"))
+  expect_output(print(h), "<customgrad function>(x, y)", fixed = TRUE)
   expect_error(op_custom_gradient(1), class = "customgrad_error_not_function")
   expect_snapshot(op_custom_gradient("f"), error = TRUE)
 })
@@ -177,4 +178,18 @@ test_that("tuple() is a plain R list underneath", {
   expect_length(t, 2)
   expect_true(is.function(t[[2]]))
   expect_output(print(tuple(1)), "<tuple of 1>")
+})
+
+test_that("handed to Python, a custom-gradient function is its Python callable", {
+  skip_if_no_backend()
+  calls <- 0
+  h <- op_custom_gradient(function(x) {
+    calls <<- calls + 1
+    tuple(x * 3, function(upstream) upstream * 3)
+  })
+  py_h <- reticulate::r_to_py(h)
+  expect_false(inherits(py_h, "function"))
+  apply_twice <- reticulate::py_eval("lambda f, x: f(f(x))", convert = FALSE)
+  expect_tensor(reticulate::py_call(apply_twice, h, op_convert_to_tensor(2)), 18)
+  expect_identical(calls, 2)
 })

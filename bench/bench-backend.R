@@ -1,0 +1,186 @@
+# One backend's measurements (the backend is fixed per R process).
+# Usage: Rscript bench/bench-backend.R BACKEND OUT_DIR [REPS]
+# Writes OUT_DIR/BACKEND-steps.csv, BACKEND-ops.csv and BACKEND-memory.csv.
+args <- commandArgs(trailingOnly = TRUE)
+backend <- args[[1]]
+out_dir <- args[[2]]
+reps <- if (length(args) >= 3) as.integer(args[[3]]) else 25L
+warmup <- 5L
+sizes <- c(1, 1e3, 1e6)
+
+suppressPackageStartupMessages(library(customgrad))
+use_backend(backend)
+op_exp(0) # start Keras
+ref <- reticulate::import_from_path("reference", path = "bench", convert = FALSE)
+py_call <- reticulate::py_call
+
+calls <- new.env()
+count <- function(impl, what) {
+  key <- paste(impl, what)
+  calls[[key]] <- (calls[[key]] %||% 0) + 1
+}
+
+# customgrad: the README example, with call counters.
+customgrad_h <- op_custom_gradient(\(x) {
+  count("customgrad", "f")
+  e <- op_exp(x)
+  grad <- function(..., upstream = NULL) {
+    count("customgrad", "grad")
+    upstream <- upstream %||% ..1
+    op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
+  }
+  tuple(op_log(1 + e), grad)
+})
+
+# The plain reticulate pass-through, as keras3's R op_custom_gradient() does:
+# the R closure goes to keras.ops.custom_gradient, ops are called through
+# the converting `keras$ops` module.
+keras <- reticulate::import("keras")
+ops <- keras$ops
+passthrough_h <- keras$ops$custom_gradient(function(x) {
+  count("passthrough", "f")
+  e <- ops$exp(x)
+  grad <- function(..., upstream = NULL) {
+    count("passthrough", "grad")
+    upstream <- upstream %||% ..1
+    ops$multiply(upstream, ops$subtract(1.0, ops$divide(1.0, ops$add(1, e))))
+  }
+  reticulate::tuple(ops$log(ops$add(1, e)), grad)
+})
+
+r_impls <- list(passthrough = passthrough_h, customgrad = customgrad_h)
+
+now_us <- function() as.numeric(Sys.time()) * 1e6
+
+# The eager step around an R implementation: the same harness for both.
+r_eager_step <- if (backend == "jax") {
+  function(h, x) py_call(ref$jax_grad_step, h, x)
+} else {
+  function(h, x) {
+    state <- py_call(ref$start, x)
+    y <- h(x)
+    py_call(ref$finish, state, y, x)
+  }
+}
+
+measure_eager <- function(impl, x) {
+  if (impl == "python") {
+    return(reticulate::py_to_r(py_call(ref$timed, ref$python_eager, x)))
+  }
+  t0 <- now_us()
+  r_eager_step(r_impls[[impl]], x)
+  now_us() - t0
+}
+
+impls <- c("python", "passthrough", "customgrad")
+rows <- list()
+add_rows <- function(mode, n, times, per_step_calls) {
+  for (impl in impls) {
+    t <- times[[impl]]
+    rows[[length(rows) + 1]] <<- data.frame(
+      backend = backend, mode = mode, n = n, impl = impl,
+      median_us = stats::median(t), p10_us = unname(stats::quantile(t, 0.1)),
+      p90_us = unname(stats::quantile(t, 0.9)), reps = length(t),
+      r_callbacks_per_step = per_step_calls[[impl]]
+    )
+  }
+}
+callbacks <- function(impl) {
+  if (impl == "python") {
+    return(0)
+  }
+  (calls[[paste(impl, "f")]] %||% 0) + (calls[[paste(impl, "grad")]] %||% 0)
+}
+
+for (n in sizes) {
+  x <- py_call(ref$make_input, n)
+  times <- list(python = c(), passthrough = c(), customgrad = c())
+  before <- NULL
+  for (i in seq_len(warmup + reps)) {
+    if (i == warmup + 1) before <- vapply(impls, callbacks, 1)
+    for (impl in impls) {
+      t <- measure_eager(impl, x)
+      if (i > warmup) times[[impl]] <- c(times[[impl]], t)
+    }
+  }
+  add_rows("eager", n, times, (vapply(impls, callbacks, 1) - before) / reps)
+  cat(sprintf("%s eager n=%g done\n", backend, n))
+
+  if (backend != "torch") {
+    compiled <- list(
+      python = py_call(ref$compile_step, ref$log1pexp),
+      passthrough = py_call(ref$compile_step, passthrough_h),
+      customgrad = py_call(ref$compile_step, customgrad_h)
+    )
+    times <- list(python = c(), passthrough = c(), customgrad = c())
+    for (i in seq_len(warmup + reps)) {
+      if (i == warmup + 1) before <- vapply(impls, callbacks, 1)
+      for (impl in impls) {
+        t <- reticulate::py_to_r(py_call(ref$timed, compiled[[impl]], x))
+        if (i > warmup) times[[impl]] <- c(times[[impl]], t)
+      }
+    }
+    add_rows("compiled", n, times, (vapply(impls, callbacks, 1) - before) / reps)
+    cat(sprintf("%s compiled n=%g done\n", backend, n))
+  }
+}
+utils::write.csv(do.call(rbind, rows), file.path(out_dir, paste0(backend, "-steps.csv")), row.names = FALSE)
+
+# --- per-op cost: wrappers and arithmetic vs the cached Python callable -----
+x <- py_call(ref$make_input, 1)
+x <- py_call(keras$ops$stop_gradient, x)
+k_exp <- reticulate::py_get_attr(reticulate::import("keras.ops", convert = FALSE), "exp")
+k_add <- reticulate::py_get_attr(reticulate::import("keras.ops", convert = FALSE), "add")
+op_cases <- list(
+  exp = list(
+    direct = function() py_call(k_exp, x),
+    customgrad = function() op_exp(x),
+    reticulate_convert = function() ops$exp(x)
+  ),
+  add = list(
+    direct = function() py_call(k_add, x, 1),
+    customgrad = function() x + 1,
+    reticulate_convert = function() ops$add(x, 1)
+  )
+)
+op_rows <- list()
+for (op in names(op_cases)) {
+  cases <- op_cases[[op]]
+  times <- lapply(cases, function(f) c())
+  for (i in seq_len(200 + 20)) {
+    for (impl in names(cases)) {
+      t0 <- now_us()
+      cases[[impl]]()
+      t <- now_us() - t0
+      if (i > 20) times[[impl]] <- c(times[[impl]], t)
+    }
+  }
+  for (impl in names(cases)) {
+    t <- times[[impl]]
+    op_rows[[length(op_rows) + 1]] <- data.frame(
+      backend = backend, op = op, impl = impl, median_us = stats::median(t),
+      p10_us = unname(stats::quantile(t, 0.1)), p90_us = unname(stats::quantile(t, 0.9)),
+      reps = length(t)
+    )
+  }
+}
+utils::write.csv(do.call(rbind, op_rows), file.path(out_dir, paste0(backend, "-ops.csv")), row.names = FALSE)
+cat(sprintf("%s per-op done\n", backend))
+
+# --- memory: RSS after 100 and after 10,000 eager customgrad steps ----------
+mem_rows <- list()
+for (n in c(1e3, 1e6)) {
+  steps <- if (n >= 1e6) 2000L else 10000L
+  x <- py_call(ref$make_input, n)
+  rss <- c()
+  for (i in seq_len(steps)) {
+    r_eager_step(customgrad_h, x)
+    if (i %in% c(100L, steps)) rss <- c(rss, reticulate::py_to_r(py_call(ref$rss_mb)))
+  }
+  mem_rows[[length(mem_rows) + 1]] <- data.frame(
+    backend = backend, n = n, steps = steps, rss_step100_mb = rss[[1]],
+    rss_last_mb = rss[[2]], growth_mb = rss[[2]] - rss[[1]]
+  )
+  cat(sprintf("%s memory n=%g: %.1f MB -> %.1f MB\n", backend, n, rss[[1]], rss[[2]]))
+}
+utils::write.csv(do.call(rbind, mem_rows), file.path(out_dir, paste0(backend, "-memory.csv")), row.names = FALSE)

@@ -1,0 +1,127 @@
+"""Pure-Python references and step harnesses for bench/bench-backend.R.
+
+The "python" implementation is log1pexp written with keras.ops.custom_gradient
+in Python. The R implementations (plain reticulate pass-through, customgrad)
+are R functions ``h``; the harness around them is the same for both and is
+written here, so that both pay the same fixed cost per step.
+"""
+
+import os
+import resource
+import time
+
+import keras
+
+BACKEND = keras.config.backend()
+ops = keras.ops
+
+
+@ops.custom_gradient
+def log1pexp(x):
+    e = ops.exp(x)
+
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        return ops.multiply(upstream, 1.0 - 1.0 / ops.add(1, e))
+
+    return ops.log(1 + e), grad
+
+
+def make_input(n):
+    x = ops.ones((int(n),), dtype="float32") * 0.5
+    if BACKEND == "torch":
+        x = x.detach().requires_grad_(True)
+    return x
+
+
+def _sync(x):
+    if BACKEND == "jax":
+        x.block_until_ready()
+    return x
+
+
+# --- eager steps: sum(h(x)) forward and backward ---------------------------
+
+if BACKEND == "tensorflow":
+    import tensorflow as tf
+
+    def start(x):
+        tape = tf.GradientTape()
+        tape.__enter__()
+        tape.watch(x)
+        return tape
+
+    def finish(state, y, x):
+        s = tf.reduce_sum(y)
+        state.__exit__(None, None, None)
+        return state.gradient(s, x)
+
+    def eager_step(h, x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            s = tf.reduce_sum(h(x))
+        return tape.gradient(s, x)
+
+elif BACKEND == "torch":
+
+    def start(x):
+        x.grad = None
+        return None
+
+    def finish(state, y, x):
+        y.sum().backward()
+        return x.grad
+
+    def eager_step(h, x):
+        x.grad = None
+        h(x).sum().backward()
+        return x.grad
+
+else:
+    import jax
+    import jax.numpy as jnp
+
+    def jax_grad_step(h, x):
+        """jax.grad of sum(h(x)): eager JAX traces h on every call."""
+        return _sync(jax.grad(lambda v: jnp.sum(h(v)))(x))
+
+    def eager_step(h, x):
+        return jax_grad_step(h, x)
+
+
+def python_eager(x):
+    return eager_step(log1pexp, x)
+
+
+# --- compiled steps ---------------------------------------------------------
+
+
+def compile_step(h):
+    """The step of h compiled: tf.function around the tape step, jax.jit of
+    the gradient; None on torch (eager only)."""
+    if BACKEND == "tensorflow":
+        return tf.function(lambda x: eager_step(h, x))
+    if BACKEND == "jax":
+        return jax.jit(jax.grad(lambda v: jnp.sum(h(v))))
+    return None
+
+
+def timed(fn, *args):
+    """Microseconds that fn(*args) takes, timed here in Python."""
+    t0 = time.perf_counter()
+    _sync(fn(*args))
+    return (time.perf_counter() - t0) * 1e6
+
+
+def rss_mb():
+    """Resident set size of this process, in MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def pid():
+    return os.getpid()
