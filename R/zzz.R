@@ -6,6 +6,7 @@
     file.exists(python_env_python(env))) {
     reticulate::use_virtualenv(env, required = FALSE)
   }
+  the$py_call_impl <- find_py_call_impl()
   register_tensor_methods()
 }
 
@@ -14,11 +15,15 @@
 register_tensor_methods <- function() {
   methods <- list(
     Ops = tensor_Ops, Math = tensor_Math, Summary = tensor_Summary,
+    mean = tensor_mean,
     as.array = tensor_as_array, as.vector = tensor_as_vector,
     as.double = tensor_as_double, as.integer = tensor_as_integer,
     as.logical = tensor_as_logical, dim = tensor_dim,
     length = tensor_length, format = tensor_format, print = tensor_print
   )
+  if (getRversion() >= "4.4.0") {
+    methods$matrixOps <- tensor_matrixOps
+  }
   base <- asNamespace("base")
   for (class in tensor_classes) {
     for (generic in names(methods)) {
