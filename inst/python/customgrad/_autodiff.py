@@ -259,26 +259,40 @@ def _torch_input(x, keep_history):
 
 
 def enable_float64(backend=None):
-    """Make float64 tensors possible; return what :func:`restore_float64` needs.
+    """Make Keras ops compute in float64; return what :func:`restore_float64` needs.
 
-    Only JAX needs it (``jax_enable_x64``); elsewhere a no-op.
+    JAX needs ``jax_enable_x64``.  On JAX and PyTorch, Keras' type promotion
+    also turns float64 results into float32 (to match JAX's default), so that
+    ``keras.ops.sin()`` of a float64 tensor is float32; the mapping is
+    switched off until :func:`restore_float64`.  TensorFlow needs nothing.
     """
-    if _backend(backend) != "jax":
+    backend = _backend(backend)
+    if backend == "tensorflow":
         return None
-    import jax
+    from keras.src.backend.common import dtypes
 
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", True)
+    previous = {"promotion": dtypes.BIT64_TO_BIT32_DTYPE.get("float64")}
+    dtypes.BIT64_TO_BIT32_DTYPE["float64"] = "float64"
+    if backend == "jax":
+        import jax
+
+        previous["x64"] = bool(jax.config.jax_enable_x64)
+        jax.config.update("jax_enable_x64", True)
     return previous
 
 
-def restore_float64(previous, backend=None):
+def restore_float64(previous):
     """Undo :func:`enable_float64`."""
-    if previous is None or _backend(backend) != "jax":
+    if not previous:
         return
-    import jax
+    from keras.src.backend.common import dtypes
 
-    jax.config.update("jax_enable_x64", bool(previous))
+    if previous.get("promotion") is not None:
+        dtypes.BIT64_TO_BIT32_DTYPE["float64"] = previous["promotion"]
+    if "x64" in previous:
+        import jax
+
+        jax.config.update("jax_enable_x64", previous["x64"])
 
 
 # --- Compiled calls -----------------------------------------------------------
@@ -288,18 +302,12 @@ def compile_function(fn, backend=None):
     """Compile the R ``fn`` with the backend's tracer: R runs while tracing.
 
     TensorFlow: ``tf.function``; JAX: ``jax.jit``; PyTorch: the plain call
-    (eager).  Arguments and the result are nests of tensors; the key order
-    of dicts is kept (``jax.jit`` would sort it).
+    (eager).  Returns ``call(args, kwargs=None)``, which calls ``fn(*args,
+    **kwargs)`` compiled.  Arguments and the result are nests of tensors;
+    the key order of dicts is kept (``jax.jit`` would sort it).
     """
     backend = _backend(backend)
-
-    def traced(*args, **kwargs):
-        args = [_plain_dicts(a) for a in args]
-        kwargs = {k: _plain_dicts(v) for k, v in kwargs.items()}
-        value = _bridge.call_r(lambda *a: fn(*a, **kwargs), *args)
-        leaves, spec = flatten(value)
-        return _ordered_dicts(unflatten(spec, [_bridge.to_tensor(v) for v in leaves]))
-
+    traced = _Traced(fn)
     if backend == "tensorflow":
         import tensorflow as tf
 
@@ -313,12 +321,31 @@ def compile_function(fn, backend=None):
     else:
         vjp_for(backend)  # raises
 
-    def call(*args, **kwargs):
+    def call(args, kwargs=None):
         args = [_ordered_dicts(a) for a in args]
-        kwargs = {k: _ordered_dicts(v) for k, v in kwargs.items()}
+        kwargs = {k: _ordered_dicts(v) for k, v in (kwargs or {}).items()}
         return _plain_dicts(compiled(*args, **kwargs))
 
     return call
+
+
+class _Traced:
+    """The function the backend traces: calls the R ``fn``.
+
+    An object rather than a closure: ``tf.function`` counts retracing per
+    code object, and would take the traces of all compiled R functions for
+    retracing of one.
+    """
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def __call__(self, *args, **kwargs):
+        args = [_plain_dicts(a) for a in args]
+        kwargs = {k: _plain_dicts(v) for k, v in kwargs.items()}
+        value = _bridge.call_r(lambda *a: self._fn(*a, **kwargs), *args)
+        leaves, spec = flatten(value)
+        return _ordered_dicts(unflatten(spec, [_bridge.to_tensor(v) for v in leaves]))
 
 
 def _ordered_dicts(tree):

@@ -1,0 +1,114 @@
+#' Run an R function as a compiled function
+#'
+#' `op_compile(f)` returns a function that runs `f` compiled by the active
+#' backend: with `tf.function` on TensorFlow and `jax.jit` on JAX. The
+#' backend runs the R code of `f` once to trace it, on symbolic tensors, and
+#' from then on runs the traced computation: calls with inputs of the same
+#' shapes run no R code at all. On PyTorch `f` runs eagerly, as it is:
+#' PyTorch's compiler can't trace through R.
+#'
+#' @section When R runs:
+#' On TensorFlow and JAX, `f`'s R code runs only while the backend traces
+#' it: at the first call, and again for each new combination of input
+#' shapes, dtypes, nesting and argument names. That has consequences:
+#'
+#' * Side effects in `f` happen at tracing, not at each call: `print()`,
+#'   `message()`, counters kept in R variables, writing files.
+#' * R values that `f` reads (global variables, R random numbers such as
+#'   `runif()`) are fixed into the compiled function when it is traced;
+#'   changing them later has no effect. Pass values that change as
+#'   arguments (tensors) instead.
+#' * While tracing, tensors are symbolic: they have shapes and dtypes but no
+#'   values, so `as.array()` and an R `if ()` on a tensor's value don't work;
+#'   use tensor ops.
+#' * Errors in `f` are raised at tracing (the first call).
+#'
+#' On PyTorch, `f` runs at every call, like `f` itself, and the inputs are
+#' converted the same way, so code written for `op_compile()` runs unchanged.
+#'
+#' Gradients compile too: `op_compile(op_grad(f))` traces `f` and its
+#' gradient once. Custom gradients made with [op_custom_gradient()] work
+#' inside compiled functions (their R code runs at tracing as well).
+#'
+#' @param f A function of tensors that returns a tensor or a (nested) list of
+#'   tensors.
+#' @returns A function with the arguments of `f`. Its arguments are tensors,
+#'   R numbers, arrays or logicals (converted to tensors: doubles to Keras'
+#'   float type, integers to `"int32"`), or nested lists of these; it returns
+#'   what `f` returns, as tensors.
+#' @seealso [op_grad()]; `vignette("gradients")`.
+#' @export
+#' @examplesIf customgrad::backend_available()
+#' traces <- 0
+#' f <- function(x) {
+#'   traces <<- traces + 1 # a side effect: runs only while tracing
+#'   sum(exp(x) * x)
+#' }
+#' fc <- op_compile(f)
+#' fc(c(1, 2))
+#' fc(c(3, 4))
+#' fc(c(5, 6))
+#' traces # 1 on TensorFlow and JAX, 3 on PyTorch
+#'
+#' # A compiled gradient
+#' op_compile(op_grad(f))(c(1, 2))
+op_compile <- function(f) {
+  check_function(f)
+  state <- new.env(parent = emptyenv())
+  state$f <- f
+  state$callback <- r_callback(function(...) {
+    as_tensor_tree(f(...), what = "The value of `f`")
+  })
+  new_transform(f, state, "call_compiled")
+}
+
+# The body of every function that op_compile() returns.
+call_compiled <- function(state, args, call) {
+  inputs <- lapply(seq_along(args), function(i) {
+    as_compile_input(args[[i]], what = argument_label(args, i), call = call)
+  })
+  names(inputs) <- names(args)
+  state$eager <- state$eager %||% identical(config_backend(), "torch")
+  if (state$eager) {
+    return(as_tensor_tree(do.call(state$f, inputs), what = "The value of `f`", call = call))
+  }
+  fn <- state$py
+  if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
+    fn <- state$py <- autodiff_py()$compile_function(state$callback)
+  }
+  # Named arguments go to Python by name (the trace is specific to them),
+  # in a dict: py_call() would take an argument named `x` as its own.
+  named <- nzchar(names(inputs) %||% rep("", length(inputs)))
+  kwargs <- if (any(named)) inputs[named]
+  out <- with_python_errors(
+    reticulate::py_call(fn, unname(inputs[!named]), kwargs),
+    call = call
+  )
+  if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
+    out <- reticulate::py_to_r(out)
+  }
+  out
+}
+
+# An argument of a compiled function: R numbers, arrays and logicals become
+# tensors of their type (op_convert_to_tensor()), lists keep their nesting.
+as_compile_input <- function(x, what, call = NULL, nested = FALSE) {
+  if (inherits(x, "python.builtin.object")) {
+    return(x)
+  }
+  if (is.list(x)) {
+    return(lapply(unclass(x), as_compile_input, what = what, call = call, nested = TRUE))
+  }
+  if (is.numeric(x) || is.logical(x)) {
+    return(op_convert_to_tensor(x))
+  }
+  abort_customgrad(
+    c(
+      "{what} of a compiled function must be a tensor, an R number, array or logical, or a list of them.",
+      "x" = "It {if (nested) 'contains' else 'is'} {describe_object(x)}.",
+      "i" = "Use other R values inside {.arg f} directly: they are fixed when {.arg f} is traced."
+    ),
+    class = "input",
+    call = call
+  )
+}

@@ -1,0 +1,337 @@
+#' Gradients of R functions on any backend
+#'
+#' `op_grad(f)` transforms `f`, an R function of tensors that returns a
+#' scalar, into a function that returns the gradient of `f` with respect to
+#' its first argument (or the arguments `wrt` names). `op_value_and_grad(f)`
+#' returns the value of `f` and the gradient together. The same R code runs
+#' on TensorFlow, JAX and PyTorch, and custom gradients made with
+#' [op_custom_gradient()] are used.
+#'
+#' @section Arguments and results:
+#' `g <- op_grad(f, wrt)` has the arguments of `f`. The arguments `wrt`
+#' refers to (by position, 1-based, as `f` is called) are tensors, R numbers
+#' or arrays (converted to tensors of Keras' float type), or nested lists of
+#' these; the other arguments reach `f` unchanged. The gradient of an
+#' argument has its shape and nesting: a list `list(w = ..., b = ...)` gets
+#' a gradient `list(w = ..., b = ...)`. With several `wrt`, `g()` returns a
+#' list with one gradient per argument, named after the arguments.
+#'
+#' Without `upstream`, `f` must return a scalar (one tensor with one
+#' element; reduce with `sum()` or `mean()`). With `upstream`, a tensor or R
+#' array with the shape of `f`'s value (or a list matching a list value),
+#' `op_grad()` computes the vector-Jacobian product: the gradient of
+#' `sum(upstream * f(...))`. For an upstream that changes from call to call,
+#' write it into the function: `op_grad(function(x, u) sum(f(x) * u))`.
+#'
+#' @section Backends:
+#' * TensorFlow: a `tf$GradientTape()`. Works eagerly and inside
+#'   `tf.function` ([op_compile()]).
+#' * JAX: `jax$vjp()`, so `g` works under `jax$jit()` ([op_compile()]) and
+#'   inside `jax$grad()`.
+#' * PyTorch: `torch$autograd$grad()` on fresh leaf tensors; the caller's
+#'   tensors keep their `requires_grad` and `$grad`. When torch's grad mode
+#'   is on (the default), the gradient is built with `create_graph = TRUE`:
+#'   it can be differentiated again, and tensors that require gradients
+#'   (say a model's weights read by `f`) get gradients through it. Under
+#'   `torch$no_grad()` the result is a plain tensor.
+#'
+#' Gradients of gradients work on all three by composition:
+#' `op_grad(op_grad(f))` is the second derivative.
+#'
+#' @section When R runs:
+#' `f` runs once per call of `g`, under the backend's autodiff. Inside a
+#' compiled function ([op_compile()], `jax$jit()`, `tf.function`) it runs
+#' only while the function is traced.
+#'
+#' @section Errors:
+#' Errors in `f` reach the caller as the original condition. customgrad's
+#' own errors inherit `customgrad_error`: `customgrad_error_wrt` (a `wrt`
+#' that is not an argument), `customgrad_error_not_scalar` (`f` returned
+#' more than one number without `upstream`), `customgrad_error_upstream`
+#' (`upstream` doesn't match `f`'s value), `customgrad_error_wrt_dtype` (an
+#' integer tensor to differentiate) and `customgrad_error_input` (an
+#' argument that can't become a tensor).
+#'
+#' @param f A function of tensors. Without `upstream` it must return a
+#'   scalar.
+#' @param wrt Positions (1-based) of the arguments to differentiate with
+#'   respect to; several are allowed.
+#' @param upstream `NULL`, or the upstream gradient for a vector-Jacobian
+#'   product: a tensor or R array with the shape of `f`'s value, or a list
+#'   of them matching a list value.
+#' @returns A function with the arguments of `f`. `op_grad()`'s returns the
+#'   gradient: a tensor (or a list with the argument's nesting) for one
+#'   `wrt`, a list of them for several. `op_value_and_grad()`'s returns
+#'   `list(value = , grad = )`.
+#' @seealso [gradcheck()] to check a gradient against finite differences,
+#'   [op_compile()] to run it compiled; `vignette("gradients")`.
+#' @export
+#' @examplesIf customgrad::backend_available()
+#' # d/dx sin(x) = cos(x)
+#' dsin <- op_grad(sin)
+#' dsin(1)
+#' cos(1)
+#'
+#' # Second derivative: -sin(x)
+#' op_grad(op_grad(sin))(1)
+#'
+#' # Several arguments, nested lists
+#' loss <- function(x, p) sum(p$w * x^2) + p$b
+#' op_grad(loss, wrt = 2)(c(1, 2), list(w = c(3, 4), b = 5))
+#' op_value_and_grad(loss, wrt = 1:2)(c(1, 2), list(w = c(3, 4), b = 5))
+#'
+#' # A custom gradient is used: log(1 + exp(x)) has gradient 1 at x = 100.
+#' log1pexp <- op_custom_gradient(\(x) {
+#'   e <- op_exp(x)
+#'   grad <- function(..., upstream = NULL) {
+#'     upstream <- upstream %||% ..1
+#'     op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
+#'   }
+#'   tuple(op_log(1 + e), grad)
+#' })
+#' op_grad(log1pexp)(100)
+#'
+#' # Vector-Jacobian product of a function with a vector value
+#' op_grad(exp, upstream = c(1, 10))(c(0, 1))
+op_grad <- function(f, wrt = 1L, upstream = NULL) {
+  new_grad_transform(f, wrt, upstream, with_value = FALSE)
+}
+
+#' @rdname op_grad
+#' @export
+op_value_and_grad <- function(f, wrt = 1L, upstream = NULL) {
+  new_grad_transform(f, wrt, upstream, with_value = TRUE)
+}
+
+new_grad_transform <- function(f, wrt, upstream, with_value,
+                               call = rlang::caller_env()) {
+  check_function(f, call = call)
+  wrt <- check_wrt(wrt, f, call = call)
+  check_tensor_tree(upstream, arg = "upstream", call = call)
+  state <- new.env(parent = emptyenv())
+  state$f <- f
+  state$wrt <- wrt
+  state$upstream <- upstream
+  state$with_value <- with_value
+  state$callback <- r_callback(function(...) {
+    grad_transform_forward(state, list(...))
+  })
+  new_transform(f, state, "call_grad_transform")
+}
+
+# The body of every function that op_grad() returns.
+call_grad_transform <- function(state, args, call) {
+  if (max(state$wrt) > length(args)) {
+    abort_wrt_missing(state$wrt, length(args), call)
+  }
+  inputs <- lapply(state$wrt, function(i) {
+    as_tensor_tree(args[[i]], what = argument_label(args, i), call = call)
+  })
+  fn <- state$py
+  if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
+    fn <- state$py <- autodiff_py()$value_and_grad(
+      state$callback,
+      positions = as.list(state$wrt)
+    )
+  }
+  if (!is.null(state$upstream) && is.null(state$upstream_py)) {
+    state$upstream_py <- as_tensor_tree(
+      state$upstream,
+      what = "`upstream`", call = call
+    )
+  }
+  # f's other arguments stay in R; the callback reads them from here.
+  previous <- state$frame
+  state$frame <- list(args = args, call = call)
+  on.exit(state$frame <- previous, add = TRUE)
+  out <- with_python_errors(
+    do.call(reticulate::py_call, c(list(fn, state$upstream_py), unname(inputs))),
+    call = call
+  )
+  out <- reticulate::py_to_r(out)
+  grads <- out[[2]]
+  if (length(state$wrt) == 1) {
+    grads <- grads[[1]]
+  } else {
+    labels <- names(args)[state$wrt]
+    if (!is.null(labels) && any(nzchar(labels))) names(grads) <- labels
+  }
+  if (state$with_value) list(value = out[[1]], grad = grads) else grads
+}
+
+# Called from Python with the arguments to differentiate.
+grad_transform_forward <- function(state, inputs) {
+  frame <- state$frame
+  args <- frame$args
+  args[state$wrt] <- inputs
+  value <- do.call(state$f, args)
+  value <- as_tensor_tree(value, what = "The value of `f`", call = frame$call)
+  if (is.null(state$upstream)) {
+    check_scalar_value(value, call = frame$call)
+  }
+  value
+}
+
+# --- Shared by op_grad(), gradcheck() and op_compile() ----------------------
+
+# customgrad's Python module for gradients (inst/python/customgrad/_autodiff.py).
+autodiff_py <- function() {
+  py <- the$autodiff
+  if (is.null(py) || reticulate::py_is_null_xptr(py)) {
+    customgrad_py()
+    py <- the$autodiff <- reticulate::import("customgrad._autodiff", convert = FALSE)
+  }
+  py
+}
+
+# A function with f's arguments whose body calls `fun(state, args, call)`.
+new_transform <- function(f, state, fun) {
+  fmls <- transform_formals(f)
+  inputs <- lapply(names(fmls), as.symbol)
+  names(inputs) <- ifelse(names(fmls) == "...", "", names(fmls))
+  body <- rlang::call2(
+    fun, quote(.customgrad_state), rlang::call2("list", !!!inputs), quote(sys.call())
+  )
+  env <- rlang::env(rlang::ns_env("customgrad"), .customgrad_state = state)
+  rlang::new_function(fmls, body, env)
+}
+
+transform_formals <- function(f) {
+  formals(args(f)) %||% alist(... = )
+}
+
+check_wrt <- function(wrt, f, ..., arg = rlang::caller_arg(wrt),
+                      call = rlang::caller_env()) {
+  ok <- is.numeric(wrt) && !inherits(wrt, "python.builtin.object") &&
+    length(wrt) > 0 && !anyNA(wrt) && all(wrt >= 1) &&
+    all(wrt == trunc(wrt)) && !anyDuplicated(wrt)
+  if (!ok) {
+    abort_customgrad(
+      c(
+        "{.arg {arg}} must be argument positions: distinct whole numbers from 1.",
+        "x" = if (is.numeric(wrt)) "It is {.val {wrt}}." else "It is {describe_object(wrt)}."
+      ),
+      class = "wrt",
+      call = call
+    )
+  }
+  fmls <- names(transform_formals(f))
+  if (!"..." %in% fmls && max(wrt) > length(fmls)) {
+    abort_customgrad(
+      c(
+        "{.arg {arg}} must refer to arguments of {.arg f}.",
+        "x" = "{.arg f} has {length(fmls)} argument{?s}, and {.arg {arg}} includes {max(wrt)}."
+      ),
+      class = "wrt",
+      call = call
+    )
+  }
+  as.integer(wrt)
+}
+
+abort_wrt_missing <- function(wrt, n, call) {
+  abort_customgrad(
+    c(
+      "Can't differentiate with respect to argument {max(wrt)}.",
+      "x" = "The function was called with {n} argument{?s}."
+    ),
+    class = "wrt",
+    call = call
+  )
+}
+
+# Tensors, R numbers and arrays, or nested lists of them.
+check_tensor_tree <- function(x, ..., arg = rlang::caller_arg(x),
+                              call = rlang::caller_env()) {
+  if (is.null(x) || is_tensor_tree(x)) {
+    return(invisible(x))
+  }
+  abort_customgrad(
+    c(
+      "{.arg {arg}} must be a tensor, an R number or array, or a list of them.",
+      "x" = "It is {describe_object(x)}."
+    ),
+    class = "input",
+    call = call
+  )
+}
+
+is_tensor_tree <- function(x) {
+  if (inherits(x, "python.builtin.object")) {
+    return(TRUE)
+  }
+  if (is.list(x)) {
+    return(all(vapply(x, is_tensor_tree, TRUE)))
+  }
+  is.numeric(x) || is.logical(x)
+}
+
+# Tensors for the leaves of `x`: R numbers and arrays become tensors of
+# `dtype`, by default Keras' float type (integers too: they are to be
+# differentiated); tensors stay as they are. Lists keep names and nesting.
+# `what` names `x` in the error, such as "Argument `x`".
+as_tensor_tree <- function(x, dtype = NULL, what = "The input", call = NULL,
+                           nested = FALSE) {
+  if (inherits(x, "python.builtin.object")) {
+    return(x)
+  }
+  if (is.list(x)) {
+    return(lapply(unclass(x), as_tensor_tree,
+      dtype = dtype, what = what, call = call, nested = TRUE
+    ))
+  }
+  if (is.numeric(x)) {
+    if (is.null(dtype)) storage.mode(x) <- "double"
+    return(op_convert_to_tensor(x, dtype = dtype))
+  }
+  abort_customgrad(
+    c(
+      "{what} must be a tensor, an R number or array, or a list of them.",
+      "x" = "It {if (nested) 'contains' else 'is'} {describe_object(x)}."
+    ),
+    class = "input",
+    call = call
+  )
+}
+
+# "Argument `x`", or "Argument 2" for an unnamed one.
+argument_label <- function(args, i) {
+  name <- names(args)[[i]] %||% ""
+  if (nzchar(name)) paste0("Argument `", name, "`") else paste0("Argument ", i)
+}
+
+check_scalar_value <- function(value, call = NULL) {
+  if (has_one_element(value)) {
+    return(invisible(value))
+  }
+  abort_customgrad(
+    c(
+      "{.arg f} must return a scalar when {.arg upstream} is {.code NULL}.",
+      "x" = "It returned {describe_value(value)}.",
+      "i" = "Reduce the value to one number (with {.fn sum}, say), or give {.arg upstream} for a vector-Jacobian product."
+    ),
+    class = "not_scalar",
+    call = call
+  )
+}
+
+has_one_element <- function(x) {
+  if (!inherits(x, "python.builtin.object")) {
+    return(FALSE)
+  }
+  d <- tryCatch(tensor_dim(x), error = function(cnd) NULL)
+  all(is.na(d) | d == 1L)
+}
+
+# "a tensor of shape (2, 3)", "a list of 2 tensors".
+describe_value <- function(x) {
+  if (inherits(x, "python.builtin.object")) {
+    d <- tryCatch(tensor_dim(x), error = function(cnd) NULL)
+    shape <- paste(ifelse(is.na(d), "?", d), collapse = ", ")
+    return(paste0("a tensor of shape (", shape, ")"))
+  }
+  if (is.list(x)) {
+    return(paste0("a list of ", length(x)))
+  }
+  describe_object(x)
+}
