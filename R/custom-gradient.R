@@ -57,10 +57,18 @@
 #' `customgrad_error_grad_shape` (a gradient's shape differs from its
 #' input's) and `customgrad_error_grad_variables`.
 #'
+#' @section Testing a custom gradient:
+#' [gradcheck()] is the way to test a gradient rule: it compares the gradient
+#' that autodiff gives through `grad` with central finite differences in
+#' float64, element by element, and fails for a wrong rule on every backend
+#' (use `error = TRUE` in tests). [op_grad()] takes the gradient itself,
+#' with the same code on TensorFlow, JAX and PyTorch.
+#'
 #' @param f A function of tensors returning `tuple(value, grad)`.
 #' @returns A function with the arguments of `f` that returns `f`'s value
 #'   and is differentiated with `grad`.
-#' @seealso [tuple()], [`%||%`]; `vignette("custom-gradients")`.
+#' @seealso [tuple()], [`%||%`], [gradcheck()], [op_grad()];
+#'   `vignette("custom-gradients")`, `vignette("gradients")`.
 #' @export
 #' @examplesIf customgrad::backend_available()
 #' # log(1 + exp(x)), stable at x = 100 where the naive gradient is NaN.
@@ -74,7 +82,12 @@
 #' })
 #' log1pexp(2)
 #'
-#' # Its gradient at x = 100, with the active backend's own autodiff:
+#' # Check the rule against finite differences, and take the gradient,
+#' # with the same code on every backend:
+#' gradcheck(log1pexp, c(-3, 0, 2.5))
+#' op_grad(log1pexp)(100)
+#'
+#' # The same gradient with the active backend's own autodiff:
 #' if (config_backend() == "tensorflow") {
 #'   tf <- reticulate::import("tensorflow")
 #'   x <- tf$constant(100)
@@ -162,7 +175,7 @@ ns_env <- function() asNamespace("customgrad")
 call_custom_gradient <- function(state, inputs) {
   fn <- custom_gradient_callable(state)
   out <- with_python_errors(
-    do.call(reticulate::py_call, c(list(fn), lapply(inputs, as_python_input))),
+    py_call_fast(fn, lapply(inputs, as_python_input)),
     call = sys.call(-1)
   )
   if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {

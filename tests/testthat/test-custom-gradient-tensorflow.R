@@ -86,7 +86,7 @@ test_that("inside tf.function R runs only while tracing", {
     y <- tf$reduce_sum(h(x))
     tape$`__exit__`(NULL, NULL, NULL)
     tape$gradient(y, x)
-  })
+  }, autograph = FALSE)
   for (v in 1:3) {
     g <- reticulate::py_call(step, tf$constant(c(v, 2), dtype = "float32"))
     expect_values(as.array(g), 3 * c(v, 2)^2)

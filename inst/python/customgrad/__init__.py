@@ -65,4 +65,9 @@ def custom_gradient(forward, backend=None):
         _memory.at_boundary()
         return _memory.handed_to_r(differentiable(*args))
 
+    if backend == "tensorflow":
+        # Inside tf.function, AutoGraph must leave the bridge as it is.
+        import tensorflow as tf
+
+        call = tf.autograph.experimental.do_not_convert(call)
     return call
