@@ -112,15 +112,17 @@ for (n in sizes) {
       passthrough = py_call(ref$compile_step, passthrough_h),
       customgrad = py_call(ref$compile_step, customgrad_h)
     )
+    # Compiled steps are short and noisy: more repetitions.
+    reps_compiled <- max(reps, 200L)
     times <- list(python = c(), passthrough = c(), customgrad = c())
-    for (i in seq_len(warmup + reps)) {
+    for (i in seq_len(warmup + reps_compiled)) {
       if (i == warmup + 1) before <- vapply(impls, callbacks, 1)
       for (impl in impls) {
         t <- reticulate::py_to_r(py_call(ref$timed, compiled[[impl]], x))
         if (i > warmup) times[[impl]] <- c(times[[impl]], t)
       }
     }
-    add_rows("compiled", n, times, (vapply(impls, callbacks, 1) - before) / reps)
+    add_rows("compiled", n, times, (vapply(impls, callbacks, 1) - before) / reps_compiled)
     cat(sprintf("%s compiled n=%g done\n", backend, n))
   }
 }
