@@ -133,44 +133,20 @@ def _upstream_tensors(upstream, values, value_spec):
     result = []
     for i, (u, v) in enumerate(zip(leaves, values), start=1):
         u = _bridge.to_tensor(u)
-        u_shape, v_shape = _static_shape(u), _static_shape(v)
-        if not _shapes_equal(u_shape, v_shape):
+        u_shape, v_shape = _bridge.static_shape(u), _bridge.static_shape(v)
+        if not _bridge.shapes_match(u_shape, v_shape):
             where = "" if spec.is_leaf else f" (tensor {i})"
             raise UpstreamError(
-                f"`upstream`{where} has shape {_fmt(u_shape)}, but `f`'s "
-                f"value{where} has shape {_fmt(v_shape)}; they must be equal."
+                f"`upstream`{where} has shape {_bridge.format_shape(u_shape)}, but `f`'s "
+                f"value{where} has shape {_bridge.format_shape(v_shape)}; they must be equal."
             )
         result.append(keras.ops.cast(u, keras.backend.standardize_dtype(v.dtype)))
     return result
 
 
 def _has_one_element(x):
-    shape = _static_shape(x)
+    shape = _bridge.static_shape(x)
     return shape is None or all(d is None or d == 1 for d in shape)
-
-
-def _static_shape(x):
-    shape = x.shape
-    if hasattr(shape, "as_list"):
-        try:
-            return tuple(shape.as_list())
-        except ValueError:  # unknown rank
-            return None
-    return tuple(int(d) if d is not None else None for d in shape)
-
-
-def _shapes_equal(a, b):
-    if a is None or b is None:
-        return True
-    if len(a) != len(b):
-        return False
-    return all(p is None or q is None or p == q for p, q in zip(a, b))
-
-
-def _fmt(shape):
-    if shape is None:
-        return "(unknown)"
-    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
 
 
 # --- Backends ---------------------------------------------------------------

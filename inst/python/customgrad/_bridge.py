@@ -118,28 +118,30 @@ def _check_leaf(g, x, where, fill_none):
     if g is None:
         return keras.ops.zeros_like(x) if fill_none else None
     g = to_tensor(g)
-    g_shape, x_shape = _shape(g), _shape(x)
-    if not _shapes_match(g_shape, x_shape):
+    g_shape, x_shape = static_shape(g), static_shape(x)
+    if not shapes_match(g_shape, x_shape):
         raise GradientShapeError(
-            f"The gradient for {where} has shape {_fmt(g_shape)}, but "
-            f"{where} has shape {_fmt(x_shape)}; they must be equal."
+            f"The gradient for {where} has shape {format_shape(g_shape)}, but "
+            f"{where} has shape {format_shape(x_shape)}; they must be equal."
         )
     if g.dtype != x.dtype:
         g = keras.ops.cast(g, keras.backend.standardize_dtype(x.dtype))
     return g
 
 
-def _shape(x):
+def static_shape(x):
+    """``x``'s shape as a tuple (None for unknown dims), or None if unknown."""
     shape = x.shape
     if hasattr(shape, "as_list"):
         try:
             return tuple(shape.as_list())
-        except ValueError:
+        except ValueError:  # unknown rank
             return None
-    return tuple(shape)
+    return tuple(int(d) if d is not None else None for d in shape)
 
 
-def _shapes_match(a, b):
+def shapes_match(a, b):
+    """Whether two static shapes can be equal (unknown parts match anything)."""
     if a is None or b is None:
         return True
     if len(a) != len(b):
@@ -147,10 +149,11 @@ def _shapes_match(a, b):
     return all(p is None or q is None or p == q for p, q in zip(a, b))
 
 
-def _fmt(shape):
+def format_shape(shape):
+    """A shape for an error message: ``(2, 3)``, ``(?, 3)`` or ``(unknown)``."""
     if shape is None:
         return "(unknown)"
-    return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ")"
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
 
 
 def pack(spec, leaves):
