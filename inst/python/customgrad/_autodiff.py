@@ -22,7 +22,7 @@ import keras
 
 from customgrad import _bridge
 from customgrad._structure import flatten, unflatten
-from customgrad.errors import CustomGradError
+from customgrad.errors import CustomGradError, DtypeError, NotScalarError, UpstreamError
 
 __all__ = [
     "DtypeError",
@@ -33,18 +33,6 @@ __all__ = [
     "restore_float64",
     "value_and_grad",
 ]
-
-
-class NotScalarError(CustomGradError):
-    r_class = "customgrad_error_not_scalar"
-
-
-class UpstreamError(CustomGradError):
-    r_class = "customgrad_error_upstream"
-
-
-class DtypeError(CustomGradError):
-    r_class = "customgrad_error_wrt_dtype"
 
 
 def value_and_grad(fn, positions=None, backend=None):

@@ -31,6 +31,18 @@ class ThreadError(CustomGradError):
     r_class = "customgrad_error_thread"
 
 
+class NotScalarError(CustomGradError):
+    r_class = "customgrad_error_not_scalar"
+
+
+class UpstreamError(CustomGradError):
+    r_class = "customgrad_error_upstream"
+
+
+class DtypeError(CustomGradError):
+    r_class = "customgrad_error_wrt_dtype"
+
+
 class RError(CustomGradError):
     """An R condition raised inside an R callback.
 
