@@ -4,6 +4,7 @@ the <- new.env(parent = emptyenv())
 the$ops <- new.env(parent = emptyenv()) # cached keras.ops callables
 the$errors <- new.env(parent = emptyenv()) # R conditions raised in callbacks
 the$error_count <- 0L
+the$grads <- new.env(parent = emptyenv()) # grad callbacks by handle
 
 # reticulate's internal call entry point if it has one (see py_call_fast());
 # looked up in .onLoad, so that it matches the reticulate that is loaded.

@@ -121,7 +121,9 @@
 op_custom_gradient <- function(f) {
   check_function(f)
   state <- new.env(parent = emptyenv())
-  state$forward <- r_callback(function(...) custom_gradient_forward(f, list(...)))
+  state$forward <- r_callback(function(..., released = NULL, record = TRUE) {
+    custom_gradient_forward(f, list(...), released, record)
+  })
   fmls <- formals(args(f)) %||% alist(... = )
   inputs <- lapply(names(fmls), as.symbol)
   body <- rlang::expr(call_custom_gradient(.customgrad_state, list(!!!inputs)))
@@ -211,11 +213,71 @@ as_python_input <- function(x) {
 }
 
 # Called from Python with f's inputs: run f, check its result, and return
-# the value with an R callback that calls grad the way grad asks.
-custom_gradient_forward <- function(f, inputs) {
+# the value, the handle of grad's R callback (see run_grad()), the tape of
+# the ops f recorded, the ids the tape gives f's inputs (deferred.R), and
+# grad recorded ahead (record_grad()) or NULL. `released` are handles Python
+# no longer needs; `record = FALSE` when no backward pass will follow.
+custom_gradient_forward <- function(f, inputs, released = NULL, record = TRUE) {
+  release_grads(released)
+  session <- open_session(inputs)
+  on.exit(close_session(session))
   result <- do.call(f, inputs)
   check_custom_gradient_result(result)
-  list(strip_tuples(result[[1]]), grad_callback(result[[2]], inputs))
+  value <- strip_tuples(result[[1]])
+  convention <- grad_convention(result[[2]])
+  recorded <- if (record) record_grad(result[[2]], convention, inputs, session, value)
+  handle <- register_grad(grad_callback(result[[2]], convention, inputs, session))
+  list(
+    encode_deferred(value, session), handle, session$tape %||% list(),
+    as.list(session$known_ids), recorded
+  )
+}
+
+# grad recorded during the forward pass, with a placeholder for upstream:
+# when grad only records ops, the backward pass runs its tape in Python and
+# needs no call into R (a Python-to-R call costs more than any op). If grad
+# needs upstream's value, reads TensorFlow variables, or fails, NULL: grad
+# then runs in the backward pass as usual. Only for a single-tensor value.
+record_grad <- function(grad, convention, inputs, forward_session, value) {
+  if (is.null(forward_session) || convention$variables ||
+    !inherits(value, c("python.builtin.object", "customgrad_deferred"))) {
+    return(NULL)
+  }
+  session <- open_session(parent = forward_session)
+  on.exit(close_session(session))
+  upstream <- placeholder_node(session)
+  failed <- FALSE
+  grads <- tryCatch(
+    do.call(grad, grad_args(convention, inputs, upstream)),
+    error = function(cnd) failed <<- TRUE
+  )
+  if (failed) {
+    return(NULL)
+  }
+  list(
+    encode_deferred(strip_tuples(grads), session), session$tape,
+    .subset2(upstream, "id")
+  )
+}
+
+# grad callbacks wait here, by handle, for Python's backward pass: one R
+# callback (run_grad) serves them all, so a forward call does not make a
+# new Python callable.
+register_grad <- function(fn) {
+  handle <- the$grad_handle <- (the$grad_handle %||% 0) + 1
+  assign(as.character(handle), fn, envir = the$grads)
+  handle
+}
+
+release_grads <- function(released) {
+  if (length(released) > 0) {
+    rm(list = as.character(unlist(released)), envir = the$grads)
+  }
+}
+
+run_grad <- function(handle, upstream, variables = NULL) {
+  fn <- get(as.character(handle), envir = the$grads, inherits = FALSE)
+  fn(upstream, variables)
 }
 
 check_custom_gradient_result <- function(result, call = NULL) {
@@ -271,17 +333,24 @@ grad_convention <- function(grad, call = NULL) {
   )
 }
 
-grad_callback <- function(grad, inputs) {
-  convention <- grad_convention(grad)
-  r_callback(function(upstream, variables = NULL) {
-    args <- if (convention$inputs) inputs else list()
-    args <- if (convention$named) c(args, list(upstream = upstream)) else c(args, list(upstream))
+# The arguments grad is called with, in its style (see grad_convention()).
+grad_args <- function(convention, inputs, upstream) {
+  args <- if (convention$inputs) inputs else list()
+  if (convention$named) c(args, list(upstream = upstream)) else c(args, list(upstream))
+}
+
+grad_callback <- function(grad, convention, inputs, forward_session = NULL) {
+  function(upstream, variables = NULL) {
+    args <- grad_args(convention, inputs, upstream)
     if (!is.null(variables)) {
       if (!convention$variables) abort_grad_variables(length(variables))
       args$variables <- variables
     }
-    strip_tuples(do.call(grad, args))
-  })
+    session <- open_session(list(upstream), parent = forward_session)
+    on.exit(close_session(session))
+    grads <- encode_deferred(strip_tuples(do.call(grad, args)), session)
+    list(grads, session$tape %||% list(), as.list(session$known_ids))
+  }
 }
 
 abort_grad_variables <- function(n) {

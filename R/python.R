@@ -97,6 +97,8 @@ load_customgrad_py <- function() {
   memory <- reticulate::import("customgrad._memory", convert = FALSE)
   threshold <- getOption("customgrad.gc_threshold_mb", 128) * 2^20
   memory$set_collector(r_callback(collect_garbage), threshold)
+  bridge <- reticulate::import("customgrad._bridge", convert = FALSE)
+  bridge$set_grad_runner(r_callback(run_grad))
   the$memory <- memory
   the$py <- py
   py
@@ -119,6 +121,14 @@ cache_keras_op <- function(name) {
 # Call keras.ops.<name>(...) through a cached callable: after the first call
 # an environment look-up, no attribute look-up and no result conversion.
 call_op <- function(name, ...) {
+  # Inside f and grad of a custom gradient, record instead (deferred.R).
+  session <- the$session
+  if (!is.null(session) && !is.null(deferrable[[name]])) {
+    node <- defer_op(session, name, list(...))
+    if (!is.null(node)) {
+      return(node)
+    }
+  }
   py_call_fast(the$ops[[name]] %||% cache_keras_op(name), list(...))
 }
 

@@ -45,11 +45,11 @@ tensor_Ops <- function(e1, e2) {
 # (of the other operand's float dtype when both are floating) and broadcast
 # like NumPy arrays.
 as_operand <- function(x, other) {
-  if (inherits(x, "python.builtin.object") ||
+  if (inherits(x, c("python.builtin.object", "customgrad_deferred")) ||
     (length(x) == 1L && is.null(dim(x)))) {
     return(x)
   }
-  dtype <- if (is.double(x) && inherits(other, "python.builtin.object")) {
+  dtype <- if (is.double(x) && inherits(other, c("python.builtin.object", "customgrad_deferred"))) {
     other_dtype <- tensor_dtype(other)
     if (grepl("float", other_dtype, fixed = TRUE)) other_dtype
   }
@@ -128,7 +128,9 @@ summary_ops <- c(
 # na.rm is accepted for compatibility and ignored: tensors have no NA.
 tensor_Summary <- function(..., na.rm = FALSE) {
   parts <- lapply(list(...), function(x) {
-    if (!inherits(x, "python.builtin.object")) x <- op_convert_to_tensor(x)
+    if (!inherits(x, c("python.builtin.object", "customgrad_deferred"))) {
+      x <- op_convert_to_tensor(x)
+    }
     if (.Generic == "range") {
       return(list(call_op("min", x), call_op("max", x)))
     }
@@ -215,6 +217,7 @@ tensor_length <- function(x) {
 }
 
 tensor_dtype <- function(x) {
+  if (inherits(x, "customgrad_deferred")) x <- force_deferred(x)
   fn <- cached_py("standardize_dtype", function() {
     keras_module()$backend$standardize_dtype
   })

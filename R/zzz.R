@@ -8,6 +8,7 @@
   }
   the$py_call_impl <- find_py_call_impl()
   register_tensor_methods()
+  register_deferred_methods()
 }
 
 # The same method object for every tensor class (see tensor-ops.R), so that

@@ -40,7 +40,7 @@ def custom_gradient(forward, backend=None):
     import keras
     from keras.src.backend import any_symbolic_tensors, compute_output_spec
 
-    from customgrad import _memory
+    from customgrad import _bridge, _memory
 
     if backend is None:
         backend = keras.config.backend()
@@ -61,7 +61,8 @@ def custom_gradient(forward, backend=None):
         # Symbolic Keras tensors (functional models, output specs): run on
         # the backend's placeholders to get the output's shape and dtype.
         if any_symbolic_tensors(args):
-            return compute_output_spec(differentiable, *args)
+            with _bridge.no_backward():
+                return compute_output_spec(differentiable, *args)
         _memory.at_boundary()
         return _memory.handed_to_r(differentiable(*args))
 

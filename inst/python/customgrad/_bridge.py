@@ -4,11 +4,12 @@ R is entered only through :func:`call_r`, which refuses non-main threads
 (reticulate aborts the R process there) and raises the R side's errors.
 """
 
+import contextlib
 import threading
 
 import keras
 
-from customgrad import _memory
+from customgrad import _deferred, _memory
 from customgrad._structure import flatten, unflatten
 from customgrad.errors import (
     GradientCountError,
@@ -19,9 +20,10 @@ from customgrad.errors import (
 )
 
 _MAIN_THREAD = threading.main_thread()
+_BACKEND = keras.config.backend()
 
 
-def call_r(fn, *args):
+def call_r(fn, *args, **kwargs):
     """Call the R callback ``fn``; re-raise an R error it reports."""
     if threading.current_thread() is not _MAIN_THREAD:
         raise ThreadError(
@@ -32,7 +34,7 @@ def call_r(fn, *args):
             "map or a CUDA backward)."
         )
     _memory.count_args(args)
-    result = fn(*args)
+    result = fn(*args, **kwargs)
     if isinstance(result, RError):
         raise result
     return result
@@ -55,11 +57,91 @@ def flat_inputs(args):
     return [to_tensor(x) for x in leaves], spec
 
 
-def call_forward(forward, inputs):
-    """Run the R forward; return ``(flat value tensors, value spec, grad)``."""
-    value, grad = call_r(forward, *inputs)
-    leaves, spec = flatten(value)
-    return [to_tensor(x) for x in leaves], spec, grad
+class Grad:
+    """The R ``grad`` of one forward call (a handle, or a Python stand-in),
+    with the values of the ops that ``f`` recorded: ``grad`` may use them."""
+
+    __slots__ = ("handle", "values", "recorded")
+
+    def __init__(self, handle, values, recorded=None):
+        self.handle = handle
+        self.values = values
+        # [grads, tape, upstream id] when R recorded grad during forward.
+        self.recorded = recorded
+
+    def __del__(self):
+        # R drops the callback at its next forward call (R can't be
+        # entered from here: this may run anywhere).
+        if not callable(self.handle):
+            _released.append(self.handle)
+
+
+_grad_runner = {"run": None}
+_released = []
+
+
+def set_grad_runner(run):
+    """Register R's ``run_grad(handle, upstream, variables)`` callback."""
+    _grad_runner["run"] = run
+
+
+def _released_kwargs():
+    """``released=`` handles for R's forward, when there are any."""
+    if not _released:
+        return {}
+    handles = _released[:]
+    del _released[: len(handles)]
+    return {"released": handles}
+
+
+def _seed(ids, tensors):
+    """The tensors R got from Python, by the ids R gave them."""
+    if not isinstance(ids, list):
+        ids = [ids]
+    return {node_id: x for node_id, x in zip(ids, tensors) if node_id}
+
+
+_shape_only = [0]
+
+
+@contextlib.contextmanager
+def no_backward():
+    """Calls inside only work out output shapes: no backward pass follows."""
+    _shape_only[0] += 1
+    try:
+        yield
+    finally:
+        _shape_only[0] -= 1
+
+
+def call_forward(forward, inputs, record=True):
+    """Run the R forward; return ``(flat value tensors, value spec, grad)``.
+
+    R returns ``[value, grad, tape, input_ids, recorded]``: the ops ``f``
+    recorded run here, and ``recorded`` is ``grad`` recorded ahead, or
+    None.  ``record=False`` tells R that no backward pass will follow.
+    (Python stand-ins for R return ``[value, grad]``.)
+    """
+    kwargs = _released_kwargs()
+    if not record or _shape_only[0]:
+        kwargs["record"] = False
+    value, grad, *rest = call_r(forward, *inputs, **kwargs)
+    values, recorded, seeded = {}, None, {}
+    if rest:
+        tape, ids, recorded = rest
+        seeded = _seed(ids, inputs)
+        values = _deferred.run(tape, dict(seeded))
+    leaves, spec = flatten(_deferred.decode(value, values))
+    if recorded is not None and _BACKEND != "tensorflow":
+        # Only TensorFlow may still call the R grad (with variables=), which
+        # can refer to any value of f: elsewhere keep what the recorded grad
+        # needs, and free the other temporaries of f now.
+        keep = _deferred.needed(recorded)
+        values = {k: v for k, v in values.items() if k in keep}
+    # f's values live as long as the backward pass can run, which R's
+    # reference to the result decides.
+    _memory.count_args(v for k, v in values.items() if k not in seeded)
+    return [to_tensor(x) for x in leaves], spec, Grad(grad, values, recorded)
 
 
 def fill_upstream(upstream, outputs):
@@ -77,7 +159,17 @@ def call_grad(grad, upstream, inputs, fill_none, variables=None):
     ``fill_none`` turns a missing gradient into zeros (JAX needs them).
     With ``variables`` the R grad returns ``[input_grads, variable_grads]``.
     """
-    result = call_r(grad, upstream, variables)
+    if grad.recorded is not None and variables is None:
+        # grad ran during forward: its tape runs here, with no call into R.
+        result, tape, upstream_id = grad.recorded
+        values = _deferred.run(tape, {upstream_id: upstream}, grad.values)
+    elif callable(grad.handle):
+        result = call_r(grad.handle, upstream, variables)
+        values = {}
+    else:
+        result, tape, ids = call_r(_grad_runner["run"], grad.handle, upstream, variables)
+        values = _deferred.run(tape, _seed(ids, [upstream]), grad.values)
+    result = _deferred.decode(result, values, grad.values)
     if variables is not None:
         result, variable_grads = result
         return normalize_gradients(result, inputs, fill_none), variable_grads

@@ -98,10 +98,11 @@ elif _BACKEND == "jax":
         return 0
 
 else:
-    import tensorflow as tf
+    from tensorflow.python.framework.ops import EagerTensor
 
     def _leaf_nbytes(x):
-        if isinstance(x, tf.Tensor) and hasattr(x, "numpy"):  # eager only
+        # Eager tensors only (a check against tf.Tensor is ~10x slower).
+        if isinstance(x, EagerTensor):
             n = x.shape.num_elements()
             return (n or 0) * x.dtype.size
         return 0

@@ -16,18 +16,23 @@ from customgrad import _bridge
 class _Call:
     """State of one call: what backward needs from forward."""
 
-    __slots__ = ("forward", "in_spec", "out_spec", "grad")
+    __slots__ = ("forward", "in_spec", "out_spec", "grad", "backward")
 
-    def __init__(self, forward, in_spec):
+    def __init__(self, forward, in_spec, backward):
         self.forward = forward
         self.in_spec = in_spec
+        # Whether a backward pass can follow (grad mode on, an input that
+        # requires grad): R records grad ahead only then.
+        self.backward = backward
 
 
 class _RFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, call, *flat):
         inputs = _bridge.pack(call.in_spec, flat)
-        leaves, call.out_spec, call.grad = _bridge.call_forward(call.forward, inputs)
+        leaves, call.out_spec, call.grad = _bridge.call_forward(
+            call.forward, inputs, record=call.backward
+        )
         ctx.call = call
         ctx.save_for_backward(*flat)
         return tuple(leaves)
@@ -49,7 +54,8 @@ class _RFunction(torch.autograd.Function):
 def custom_gradient(forward):
     def call(*args):
         tensors, in_spec = _bridge.flat_inputs(args)
-        state = _Call(forward, in_spec)
+        backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        state = _Call(forward, in_spec, backward)
         result = _RFunction.apply(state, *tensors)
         return _bridge.pack(state.out_spec, list(result))
 

@@ -43,6 +43,12 @@ class DtypeError(CustomGradError):
     r_class = "customgrad_error_wrt_dtype"
 
 
+class DeferredOpError(CustomGradError):
+    """A tensor op that R recorded inside ``f`` or ``grad`` failed."""
+
+    r_class = "customgrad_error_op"
+
+
 class RError(CustomGradError):
     """An R condition raised inside an R callback.
 
