@@ -43,7 +43,7 @@ take_condition <- function(token) {
 # Arguments reach it converted to R (Python lists as R lists, None as NULL);
 # tensors stay Python objects.
 r_callback <- function(fn) {
-  force(fn)
+  fn <- outside_session(fn)
   guarded <- function(...) {
     tryCatch(fn(...), error = function(cnd) {
       customgrad_py()$RError(stash_condition(cnd), conditionMessage(cnd))

@@ -37,11 +37,20 @@
 #' converted to tensors of Keras' float type.
 #'
 #' @section When R runs:
-#' On PyTorch and eager TensorFlow, `f` runs at each call and `grad` at each
-#' backward pass. JAX runs `grad` during the forward pass under `jax$grad()`,
-#' on tracers. Inside `tf.function` or `jax$jit()` (and `model$fit()`), R
-#' runs only while the function is traced. On PyTorch, differentiating the
+#' On PyTorch and eager TensorFlow, `f` runs at each call. `grad` runs once
+#' per call too: during the forward pass, recorded with a stand-in for
+#' `upstream`, when `f`'s value is a single tensor and a backward pass can
+#' follow; otherwise (or when it needs `upstream`'s value) at the backward
+#' pass. JAX runs `grad` during the forward pass under `jax$grad()`, on
+#' tracers. Inside `tf.function` or `jax$jit()` (and `model$fit()`), R runs
+#' only while the function is traced. On PyTorch, differentiating the
 #' gradient again (`create_graph = TRUE`) runs `f` once more in backward.
+#'
+#' Inside `f` and `grad`, tensor operations are recorded and run in Python
+#' when the function returns (one call into Python instead of one per
+#' operation); reading a value runs what it depends on first. See the
+#' "Speed" section of [customgrad-package] and the option
+#' `customgrad.defer_ops`.
 #' R can't run on other threads: a call from a non-main thread (a `tf.data`
 #' map, `tf.py_function`) is an error of class `customgrad_error_thread`.
 #'
@@ -55,7 +64,8 @@
 #' `customgrad_error_grad_signature`, `customgrad_error_grad_count` (wrong
 #' number of gradients), `customgrad_error_grad_structure`,
 #' `customgrad_error_grad_shape` (a gradient's shape differs from its
-#' input's) and `customgrad_error_grad_variables`.
+#' input's), `customgrad_error_grad_variables` and `customgrad_error_op` (a
+#' recorded tensor operation failed; its message names the op).
 #'
 #' @section Testing a custom gradient:
 #' [gradcheck()] is the way to test a gradient rule: it compares the gradient

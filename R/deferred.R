@@ -85,6 +85,22 @@ known_id <- function(session, x) {
   NULL
 }
 
+# An R function that Python calls (a custom gradient's forward, an
+# op_cond() branch, an op_map() body, ...) starts outside any recording:
+# the caller's ops must not be mixed into its session.
+outside_session <- function(fn) {
+  force(fn)
+  function(...) {
+    outer <- the$session
+    if (is.null(outer)) {
+      return(fn(...))
+    }
+    the$session <- NULL
+    on.exit(the$session <- outer)
+    fn(...)
+  }
+}
+
 # --- recording ---------------------------------------------------------------
 
 # Record keras.ops.<name>(args) in `session` and return its node; NULL when

@@ -304,7 +304,7 @@ as_py_function <- function(f) {
   if (!is.function(f)) {
     return(f)
   }
-  fn <- reticulate::r_to_py(f, convert = TRUE)
+  fn <- reticulate::r_to_py(outside_session(f), convert = TRUE)
   if (identical(config_backend(), "tensorflow")) {
     do_not_convert <- cached_py("do_not_convert", function() {
       tf <- reticulate::import("tensorflow", convert = FALSE)

@@ -113,7 +113,7 @@ collect_garbage <- function() {
 
 cache_keras_op <- function(name) {
   customgrad_py()
-  fn <- the$memory$wrap(reticulate::py_get_attr(keras_module()$ops, name))
+  fn <- the$memory$wrap(reticulate::py_call(customgrad_deferred_py()$op, name))
   assign(name, fn, envir = the$ops)
   fn
 }

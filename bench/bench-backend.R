@@ -53,13 +53,17 @@ r_impls <- list(passthrough = passthrough_h, customgrad = customgrad_h)
 now_us <- function() as.numeric(Sys.time()) * 1e6
 
 # The eager step around an R implementation: the same harness for both.
+# The harness's Python functions are looked up once.
 r_eager_step <- if (backend == "jax") {
-  function(h, x) py_call(ref$jax_grad_step, h, x)
+  jax_grad_step <- ref$jax_grad_step
+  function(h, x) py_call(jax_grad_step, h, x)
 } else {
+  start <- ref$start
+  finish <- ref$finish
   function(h, x) {
-    state <- py_call(ref$start, x)
+    state <- py_call(start, x)
     y <- h(x)
-    py_call(ref$finish, state, y, x)
+    py_call(finish, state, y, x)
   }
 }
 
@@ -85,11 +89,15 @@ add_rows <- function(mode, n, times, per_step_calls) {
     )
   }
 }
+# Calls from Python into R: the pass-through's f and grad are each one;
+# customgrad counts its own (grad may run inside f's call, recorded ahead).
+bridge <- reticulate::import("customgrad._bridge", convert = FALSE)
 callbacks <- function(impl) {
-  if (impl == "python") {
-    return(0)
-  }
-  (calls[[paste(impl, "f")]] %||% 0) + (calls[[paste(impl, "grad")]] %||% 0)
+  switch(impl,
+    python = 0,
+    passthrough = (calls[["passthrough f"]] %||% 0) + (calls[["passthrough grad"]] %||% 0),
+    customgrad = reticulate::py_to_r(reticulate::py_get_item(bridge$r_calls, 0L))
+  )
 }
 
 for (n in sizes) {

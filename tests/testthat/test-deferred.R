@@ -165,3 +165,18 @@ test_that("f's values that grad uses are those of the same call", {
   both <- op_grad(function(x, y) op_sum(h(x)) + op_sum(h(y) * 3), wrt = 1:2)(c(-2, 0), c(1, 5))
   expect_equal(as.vector(both[[2]]), 3 * plogis(c(1, 5)), tolerance = 1e-6)
 })
+
+test_that("R functions that Python calls inside f run their ops at once", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    e <- op_exp(x)
+    # op_map() calls the R function from Python, on slices of e
+    doubled <- op_map(e, function(v) {
+      expect_true(inherits(v * 2, "python.builtin.object"))
+      v * 2
+    })
+    tuple(doubled + 1, function(upstream) upstream * 2 * op_exp(x))
+  })
+  expect_tensor(h(c(0, 1, 2)), 2 * exp(c(0, 1, 2)) + 1, tolerance = 1e-5)
+  expect_equal(as.vector(native_grad(h, c(0, 1))), 2 * exp(c(0, 1)), tolerance = 1e-5)
+})

@@ -20,6 +20,7 @@ from customgrad.errors import (
 )
 
 _MAIN_THREAD = threading.main_thread()
+r_calls = [0]  # calls into R so far (the benchmark counts them per step)
 _BACKEND = keras.config.backend()
 
 
@@ -34,6 +35,7 @@ def call_r(fn, *args, **kwargs):
             "map or a CUDA backward)."
         )
     _memory.count_args(args)
+    r_calls[0] += 1
     result = fn(*args, **kwargs)
     if isinstance(result, RError):
         raise result

@@ -75,6 +75,19 @@ def _call(name, args, kwargs):
     return _op(name)(*args, **(kwargs or {}))
 
 
+def op(name):
+    """``keras.ops.<name>``, with the operator shortcut for arithmetic with a
+    number (for ops that R calls one at a time)."""
+    if name not in _OPERATORS:
+        return _op(name)
+
+    def arithmetic(*args, **kwargs):
+        return _call(name, args, kwargs)
+
+    arithmetic.__name__ = name
+    return arithmetic
+
+
 def _lookup(node_id, values, parent):
     if node_id in values:
         return values[node_id]

@@ -1,4 +1,8 @@
-"""The backend adapters, driven by Python stand-ins for the R callbacks."""
+"""The backend adapters, driven by Python stand-ins for the R callbacks.
+
+Like R's forward callback, a stand-in takes keyword hints (``record=``,
+``released=``) that it may ignore.
+"""
 
 import threading
 
@@ -36,7 +40,7 @@ def grad_of(fn, *xs):
     return [np.zeros(tuple(x.shape)) if x.grad is None else x.grad.numpy() for x in xs]
 
 
-def log1pexp_forward(x):
+def log1pexp_forward(x, **hints):
     e = keras.ops.exp(x)
 
     def grad(upstream, variables):
@@ -52,7 +56,7 @@ def test_log1pexp_gradient_is_one_at_100():
 
 
 def test_two_inputs_two_outputs():
-    def forward(x, y):
+    def forward(x, y, **hints):
         def grad(upstream, variables):
             du, dv = upstream
             return [du * y + dv, du * x + dv]
@@ -66,7 +70,7 @@ def test_two_inputs_two_outputs():
 
 
 def test_wrong_gradient_count_is_caught():
-    def forward(x):
+    def forward(x, **hints):
         return [x * 2.0, lambda upstream, variables: [upstream, upstream]]
 
     h = customgrad.custom_gradient(forward)
@@ -76,7 +80,7 @@ def test_wrong_gradient_count_is_caught():
 
 
 def test_wrong_gradient_shape_is_caught():
-    def forward(x):
+    def forward(x, **hints):
         return [x * 2.0, lambda upstream, variables: [keras.ops.ones((3,))]]
 
     h = customgrad.custom_gradient(forward)
@@ -90,7 +94,7 @@ def test_wrong_gradient_shape_is_caught():
 def test_r_is_never_entered_from_another_thread():
     calls = []
 
-    def forward(x):
+    def forward(x, **hints):
         calls.append(x)
         return [x, lambda upstream, variables: [upstream]]
 
@@ -111,7 +115,7 @@ def test_r_is_never_entered_from_another_thread():
 
 
 def test_nested_inputs_and_none_gradients():
-    def forward(xs, w):
+    def forward(xs, w, **hints):
         def grad(upstream, variables):
             return [[upstream * w, None], None]
 
@@ -125,7 +129,7 @@ def test_nested_inputs_and_none_gradients():
 
 
 def test_an_r_error_from_a_callback_is_raised_with_its_token():
-    def forward(x):
+    def forward(x, **hints):
         return customgrad.RError("42", "f failed")
 
     h = customgrad.custom_gradient(forward)
@@ -137,7 +141,7 @@ def test_an_r_error_from_a_callback_is_raised_with_its_token():
 
 
 def test_symbolic_inputs_give_output_specs():
-    def forward(x):
+    def forward(x, **hints):
         return [[x * 2.0, keras.ops.sum(x)], lambda upstream, variables: [upstream[0] * 2.0]]
 
     h = customgrad.custom_gradient(forward)
@@ -152,7 +156,7 @@ def test_tensorflow_variables_contract():
 
     w = tf.Variable(2.0)
 
-    def forward(x):
+    def forward(x, **hints):
         def grad(upstream, variables):
             assert variables is not None and variables[0] is w
             return [[upstream * w], [upstream * x]]

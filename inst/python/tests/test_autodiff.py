@@ -121,14 +121,14 @@ def test_tensorflow_gradient_works_in_tf_function():
     np.testing.assert_allclose(values(traced(tensor([1.0]))), np.cos([1.0]), rtol=1e-6)
 
 
-def wrong_sin_forward(x):
+def wrong_sin_forward(x, **hints):
     def grad(upstream, variables):
         return [upstream * keras.ops.sin(x)]  # should be cos(x)
 
     return [keras.ops.sin(x), grad]
 
 
-def right_sin_forward(x):
+def right_sin_forward(x, **hints):
     def grad(upstream, variables):
         return [upstream * keras.ops.cos(x)]
 
