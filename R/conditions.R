@@ -42,14 +42,14 @@ take_condition <- function(token) {
 # returned to Python, which raises it (see customgrad/_bridge.py).
 # Arguments reach it converted to R (Python lists as R lists, None as NULL);
 # tensors stay Python objects.
-r_callback <- function(fn) {
+r_callback <- function(fn, convert = TRUE) {
   fn <- outside_session(fn)
   guarded <- function(...) {
     tryCatch(fn(...), error = function(cnd) {
       customgrad_py()$RError(stash_condition(cnd), conditionMessage(cnd))
     })
   }
-  reticulate::r_to_py(guarded, convert = TRUE)
+  reticulate::r_to_py(guarded, convert = convert)
 }
 
 # Evaluate a call into Python; errors that come back from customgrad's

@@ -24,7 +24,7 @@ r_calls = [0]  # calls into R so far (the benchmark counts them per step)
 _BACKEND = keras.config.backend()
 
 
-def call_r(fn, *args, **kwargs):
+def call_r(fn, *args, count=True, **kwargs):
     """Call the R callback ``fn``; re-raise an R error it reports."""
     if threading.current_thread() is not _MAIN_THREAD:
         raise ThreadError(
@@ -34,7 +34,8 @@ def call_r(fn, *args, **kwargs):
             "traced on the main thread (not inside tf.py_function, a tf.data "
             "map or a CUDA backward)."
         )
-    _memory.count_args(args)
+    if count:
+        _memory.count_args(args)
     r_calls[0] += 1
     result = fn(*args, **kwargs)
     if isinstance(result, RError):
@@ -127,7 +128,8 @@ def call_forward(forward, inputs, record=True):
     kwargs = _released_kwargs()
     if not record or _shape_only[0]:
         kwargs["record"] = False
-    value, grad, *rest = call_r(forward, *inputs, **kwargs)
+    # Not counted as handed to R: the inputs came from R's caller.
+    value, grad, *rest = call_r(forward, *inputs, count=False, **kwargs)
     values, recorded, seeded = {}, None, {}
     if rest:
         tape, ids, recorded = rest

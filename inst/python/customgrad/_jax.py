@@ -12,25 +12,33 @@ from customgrad import _bridge
 
 
 def custom_gradient(forward):
+    # Wrapped once, not per call; each call's state is on a stack (JAX runs
+    # `inner` at once, while tracing).
+    calls = []
+
+    @jax.custom_gradient
+    def inner(*flat):
+        state = calls[-1]
+        # Under jax.grad, JAX may hand the primal Python float back here.
+        inputs = _bridge.pack(state["in_spec"], [_bridge.to_tensor(x) for x in flat])
+        leaves, spec, grad = _bridge.call_forward(forward, inputs)
+        state["spec"] = spec
+
+        def rule(cotangents):
+            upstream = _bridge.fill_upstream(list(cotangents), leaves)
+            upstream = _bridge.pack(spec, upstream)
+            return tuple(_bridge.call_grad(grad, upstream, inputs, True))
+
+        return tuple(leaves), rule
+
     def call(*args):
         tensors, in_spec = _bridge.flat_inputs(args)
-        out = {}
-
-        @jax.custom_gradient
-        def inner(*flat):
-            # Under jax.grad, JAX may hand the primal Python float back here.
-            inputs = _bridge.pack(in_spec, [_bridge.to_tensor(x) for x in flat])
-            leaves, spec, grad = _bridge.call_forward(forward, inputs)
-            out["spec"] = spec
-
-            def rule(cotangents):
-                upstream = _bridge.fill_upstream(list(cotangents), leaves)
-                upstream = _bridge.pack(spec, upstream)
-                return tuple(_bridge.call_grad(grad, upstream, inputs, True))
-
-            return tuple(leaves), rule
-
-        result = inner(*tensors)
-        return _bridge.pack(out["spec"], list(result))
+        state = {"in_spec": in_spec}
+        calls.append(state)
+        try:
+            result = inner(*tensors)
+        finally:
+            calls.pop()
+        return _bridge.pack(state["spec"], list(result))
 
     return call
