@@ -48,3 +48,23 @@ test_that("backward leaves the inputs' other gradients alone", {
   expect_values(as.array(x$grad), c(3, 4))
   expect_true(reticulate::py_eval("lambda t: t.grad is None")(y))
 })
+
+test_that("f's values saved for backward serve a retained graph twice", {
+  skip_unless_backend("torch")
+  torch <- reticulate::import("torch", convert = FALSE)
+  h <- op_custom_gradient(function(x) {
+    e <- op_exp(x)
+    tuple(op_log(1 + e), function(upstream) upstream * (1 - 1 / (1 + e)))
+  })
+  x <- torch$tensor(c(-1, 0, 2), requires_grad = TRUE)
+  y <- h(x)$sum()
+  y$backward(retain_graph = TRUE)
+  first <- as.vector(x$grad)
+  y$backward()
+  expect_equal(first, plogis(c(-1, 0, 2)), tolerance = 1e-6)
+  expect_equal(as.vector(x$grad), 2 * plogis(c(-1, 0, 2)), tolerance = 1e-6)
+  # Without retain_graph, the saved values are gone: torch's own error.
+  y2 <- h(x)$sum()
+  y2$backward()
+  expect_error(y2$backward(), "second time")
+})

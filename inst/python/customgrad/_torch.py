@@ -16,7 +16,7 @@ from customgrad import _bridge
 class _Call:
     """State of one call: what backward needs from forward."""
 
-    __slots__ = ("forward", "in_spec", "out_spec", "grad", "backward")
+    __slots__ = ("forward", "in_spec", "out_spec", "grad", "backward", "kept")
 
     def __init__(self, forward, in_spec, backward):
         self.forward = forward
@@ -34,15 +34,22 @@ class _RFunction(torch.autograd.Function):
             call.forward, inputs, record=call.backward
         )
         ctx.call = call
-        ctx.save_for_backward(*flat)
+        # The values of f that grad needs are saved like the inputs: autograd
+        # frees them after the backward pass, even while R still holds the
+        # result (and with it this graph) until its next garbage collection.
+        kept = call.grad.values
+        call.kept = [k for k, v in kept.items() if isinstance(v, torch.Tensor)]
+        ctx.save_for_backward(*flat, *(kept.pop(k) for k in call.kept))
         return tuple(leaves)
 
     @staticmethod
     def backward(ctx, *upstream):
         call = ctx.call
-        flat = ctx.saved_tensors
+        saved = ctx.saved_tensors
+        flat = saved[: len(saved) - len(call.kept)]
         inputs = _bridge.pack(call.in_spec, flat)
         grad = call.grad
+        grad.values.update(zip(call.kept, saved[len(flat) :]))
         if torch.is_grad_enabled():
             # create_graph=True: rebuild grad from inputs that carry history.
             _, _, grad = _bridge.call_forward(call.forward, inputs)
