@@ -13,8 +13,13 @@ find_py_call_impl <- function() {
     utils::getFromNamespace("py_call_impl", "reticulate"),
     error = function(cnd) NULL
   )
-  if (is.function(impl) && identical(names(formals(impl)), c("x", "args", "keywords"))) {
+  if (
+    is.function(impl) &&
+      identical(names(formals(impl)), c("x", "args", "keywords"))
+  ) {
     return(impl)
   }
-  function(fn, args, keywords) do.call(reticulate::py_call, c(list(fn), args, keywords))
+  function(fn, args, keywords) {
+    do.call(reticulate::py_call, c(list(fn), args, keywords))
+  }
 }

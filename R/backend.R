@@ -43,8 +43,11 @@ config_backend <- function() {
 #' @examples
 #' backend_available()
 backend_available <- function(backend = config_backend()) {
-  if (!is.character(backend) || length(backend) != 1 ||
-    !backend %in% backend_names) {
+  if (
+    !is.character(backend) ||
+      length(backend) != 1 ||
+      !backend %in% backend_names
+  ) {
     return(FALSE)
   }
   active <- the$backend %||% keras_backend_in_python()
@@ -74,10 +77,17 @@ backend_choice <- function(call = rlang::caller_env()) {
   check_backend(backend, arg = "KERAS_BACKEND", call = call)
 }
 
-check_backend <- function(backend, ..., arg = rlang::caller_arg(backend),
-                          call = rlang::caller_env()) {
-  if (!is.character(backend) || length(backend) != 1 ||
-    !backend %in% backend_names) {
+check_backend <- function(
+  backend,
+  ...,
+  arg = rlang::caller_arg(backend),
+  call = rlang::caller_env()
+) {
+  if (
+    !is.character(backend) ||
+      length(backend) != 1 ||
+      !backend %in% backend_names
+  ) {
     abort_customgrad(
       c(
         "{.arg {arg}} must be one of {.or {.val {backend_names}}}.",
@@ -100,7 +110,10 @@ keras_backend_in_python <- function() {
   if (!reticulate::py_to_r(modules$`__contains__`("keras"))) {
     return(NULL)
   }
-  reticulate::py_to_r(reticulate::import("keras", convert = FALSE)$config$backend())
+  reticulate::py_to_r(reticulate::import(
+    "keras",
+    convert = FALSE
+  )$config$backend())
 }
 
 abort_backend_locked <- function(backend, active, call) {

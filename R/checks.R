@@ -1,7 +1,11 @@
 # Input checkers, one signature: check_x(x, ..., arg, call).
 
-check_function <- function(x, ..., arg = rlang::caller_arg(x),
-                           call = rlang::caller_env()) {
+check_function <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (!is.function(x)) {
     abort_customgrad(
       c(

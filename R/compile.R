@@ -70,7 +70,11 @@ call_compiled <- function(state, args, call) {
   names(inputs) <- names(args)
   state$eager <- state$eager %||% identical(config_backend(), "torch")
   if (state$eager) {
-    return(as_tensor_tree(do.call(state$f, inputs), what = "The value of `f`", call = call))
+    return(as_tensor_tree(
+      do.call(state$f, inputs),
+      what = "The value of `f`",
+      call = call
+    ))
   }
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
@@ -97,7 +101,13 @@ as_compile_input <- function(x, what, call = NULL, nested = FALSE) {
     return(x)
   }
   if (is.list(x)) {
-    return(lapply(unclass(x), as_compile_input, what = what, call = call, nested = TRUE))
+    return(lapply(
+      unclass(x),
+      as_compile_input,
+      what = what,
+      call = call,
+      nested = TRUE
+    ))
   }
   if (is.numeric(x) || is.logical(x)) {
     return(op_convert_to_tensor(x))

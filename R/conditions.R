@@ -4,8 +4,14 @@
 # a token, hands Python a `customgrad.RError(token, message)`, and the R
 # caller signals the stored condition again when the exception comes back.
 
-abort_customgrad <- function(message, class, ..., call = rlang::caller_env(),
-                             parent = NULL, .envir = parent.frame()) {
+abort_customgrad <- function(
+  message,
+  class,
+  ...,
+  call = rlang::caller_env(),
+  parent = NULL,
+  .envir = parent.frame()
+) {
   cli::cli_abort(
     message,
     class = c(paste0("customgrad_error_", class), "customgrad_error"),
@@ -34,7 +40,9 @@ stash_condition <- function(cnd) {
 
 take_condition <- function(token) {
   cnd <- the$errors[[token]]
-  if (!is.null(cnd)) rm(list = token, envir = the$errors)
+  if (!is.null(cnd)) {
+    rm(list = token, envir = the$errors)
+  }
   cnd
 }
 
@@ -62,11 +70,17 @@ with_python_errors <- function(expr, call = rlang::caller_env()) {
 rethrow_python_error <- function(cnd, call) {
   exc <- python_exception(cnd)
   found <- if (!is.null(exc)) customgrad_py()$find_error(exc)
-  if (is.null(found) || reticulate::py_is_null_xptr(found) ||
-    inherits(found, "python.builtin.NoneType")) {
+  if (
+    is.null(found) ||
+      reticulate::py_is_null_xptr(found) ||
+      inherits(found, "python.builtin.NoneType")
+  ) {
     recent <- the$last_signalled
     the$last_signalled <- NULL
-    if (!is.null(recent) && grepl(rlang::cnd_header(recent), conditionMessage(cnd), fixed = TRUE)) {
+    if (
+      !is.null(recent) &&
+        grepl(rlang::cnd_header(recent), conditionMessage(cnd), fixed = TRUE)
+    ) {
       # A condition customgrad signalled again inside an R function that
       # Python called (as jax$grad(h) does) came back as a plain Python
       # error: it is the same one.
@@ -78,7 +92,9 @@ rethrow_python_error <- function(cnd, call) {
   if (is.null(r_class)) {
     token <- reticulate::py_to_r(reticulate::py_get_attr(found, "token"))
     original <- take_condition(token)
-    if (!is.null(original)) signal_again(original)
+    if (!is.null(original)) {
+      signal_again(original)
+    }
     stop(cnd)
   }
   message <- reticulate::py_str(found)

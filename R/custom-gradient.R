@@ -133,14 +133,19 @@ op_custom_gradient <- function(f) {
   state <- new.env(parent = emptyenv())
   # convert = FALSE: tensors reach R without reticulate's conversion
   # dispatch (~40 us each for a JAX tracer); lists are converted below.
-  state$forward <- r_callback(function(..., released = NULL, record = NULL) {
-    inputs <- lapply(list(...), function(x) {
-      if (inherits(x, py_containers)) reticulate::py_to_r(x) else x
-    })
-    if (!is.null(released)) released <- reticulate::py_to_r(released)
-    record <- is.null(record) || isTRUE(reticulate::py_to_r(record))
-    custom_gradient_forward(f, inputs, released, record)
-  }, convert = FALSE)
+  state$forward <- r_callback(
+    function(..., released = NULL, record = NULL) {
+      inputs <- lapply(list(...), function(x) {
+        if (inherits(x, py_containers)) reticulate::py_to_r(x) else x
+      })
+      if (!is.null(released)) {
+        released <- reticulate::py_to_r(released)
+      }
+      record <- is.null(record) || isTRUE(reticulate::py_to_r(record))
+      custom_gradient_forward(f, inputs, released, record)
+    },
+    convert = FALSE
+  )
   fmls <- formals(args(f)) %||% alist(... = )
   inputs <- lapply(names(fmls), as.symbol)
   body <- rlang::expr(call_custom_gradient(.customgrad_state, list(!!!inputs)))
@@ -152,7 +157,12 @@ op_custom_gradient <- function(f) {
 
 #' @export
 print.customgrad_function <- function(x, ...) {
-  cat("<customgrad function>(", paste(names(formals(x)), collapse = ", "), ")\n", sep = "")
+  cat(
+    "<customgrad function>(",
+    paste(names(formals(x)), collapse = ", "),
+    ")\n",
+    sep = ""
+  )
   invisible(x)
 }
 
@@ -190,7 +200,11 @@ print.customgrad_tuple <- function(x, ...) {
 
 ns_env <- function() asNamespace("customgrad")
 
-py_containers <- c("python.builtin.list", "python.builtin.tuple", "python.builtin.dict")
+py_containers <- c(
+  "python.builtin.list",
+  "python.builtin.tuple",
+  "python.builtin.dict"
+)
 
 # The body of every function that op_custom_gradient() returns.
 call_custom_gradient <- function(state, inputs) {
@@ -244,11 +258,21 @@ custom_gradient_forward <- function(f, inputs, released = NULL, record = TRUE) {
   check_custom_gradient_result(result)
   value <- strip_tuples(result[[1]])
   convention <- grad_convention(result[[2]])
-  recorded <- if (record) record_grad(result[[2]], convention, inputs, session, value)
-  handle <- register_grad(grad_callback(result[[2]], convention, inputs, session))
+  recorded <- if (record) {
+    record_grad(result[[2]], convention, inputs, session, value)
+  }
+  handle <- register_grad(grad_callback(
+    result[[2]],
+    convention,
+    inputs,
+    session
+  ))
   list(
-    encode_deferred(value, session), handle, session$tape %||% list(),
-    as.list(session$known_ids), recorded
+    encode_deferred(value, session),
+    handle,
+    session$tape %||% list(),
+    as.list(session$known_ids),
+    recorded
   )
 }
 
@@ -258,8 +282,11 @@ custom_gradient_forward <- function(f, inputs, released = NULL, record = TRUE) {
 # needs upstream's value, reads TensorFlow variables, or fails, NULL: grad
 # then runs in the backward pass as usual. Only for a single-tensor value.
 record_grad <- function(grad, convention, inputs, forward_session, value) {
-  if (is.null(forward_session) || convention$variables ||
-    !inherits(value, c("python.builtin.object", "customgrad_deferred"))) {
+  if (
+    is.null(forward_session) ||
+      convention$variables ||
+      !inherits(value, c("python.builtin.object", "customgrad_deferred"))
+  ) {
     return(NULL)
   }
   session <- open_session(parent = forward_session)
@@ -274,7 +301,8 @@ record_grad <- function(grad, convention, inputs, forward_session, value) {
     return(NULL)
   }
   list(
-    encode_deferred(strip_tuples(grads), session), session$tape,
+    encode_deferred(strip_tuples(grads), session),
+    session$tape,
     .subset2(upstream, "id")
   )
 }
@@ -300,12 +328,19 @@ run_grad <- function(handle, upstream, variables = NULL) {
 }
 
 check_custom_gradient_result <- function(result, call = NULL) {
-  if (is.list(result) && length(result) == 2L && is.function(result[[2L]]) &&
-    !inherits(result, "python.builtin.object")) {
+  if (
+    is.list(result) &&
+      length(result) == 2L &&
+      is.function(result[[2L]]) &&
+      !inherits(result, "python.builtin.object")
+  ) {
     return(invisible(result))
   }
-  if (!is.list(result) || inherits(result, "python.builtin.object") ||
-    length(result) != 2) {
+  if (
+    !is.list(result) ||
+      inherits(result, "python.builtin.object") ||
+      length(result) != 2
+  ) {
     abort_customgrad(
       c(
         "{.arg f} must return {.code tuple(value, grad)}.",
@@ -355,14 +390,20 @@ grad_convention <- function(grad, call = NULL) {
 # The arguments grad is called with, in its style (see grad_convention()).
 grad_args <- function(convention, inputs, upstream) {
   args <- if (convention$inputs) inputs else list()
-  if (convention$named) c(args, list(upstream = upstream)) else c(args, list(upstream))
+  if (convention$named) {
+    c(args, list(upstream = upstream))
+  } else {
+    c(args, list(upstream))
+  }
 }
 
 grad_callback <- function(grad, convention, inputs, forward_session = NULL) {
   function(upstream, variables = NULL) {
     args <- grad_args(convention, inputs, upstream)
     if (!is.null(variables)) {
-      if (!convention$variables) abort_grad_variables(length(variables))
+      if (!convention$variables) {
+        abort_grad_variables(length(variables))
+      }
       args$variables <- variables
     }
     session <- open_session(list(upstream), parent = forward_session)
@@ -388,7 +429,9 @@ strip_tuples <- function(x) {
   if (!is.list(x) || inherits(x, "python.builtin.object")) {
     return(x)
   }
-  if (inherits(x, "customgrad_tuple")) x <- unclass(x)
+  if (inherits(x, "customgrad_tuple")) {
+    x <- unclass(x)
+  }
   for (i in which(vapply(x, is.list, TRUE))) {
     if (!is.null(x[[i]])) x[[i]] <- strip_tuples(x[[i]])
   }

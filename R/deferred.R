@@ -16,27 +16,102 @@
 # keras.ops functions that are recorded: deterministic, one tensor out.
 deferrable_ops <- c(
   # elementwise, one input
-  "abs", "absolute", "negative", "exp", "exp2", "expm1", "log", "log1p",
-  "log2", "log10", "sqrt", "square", "sign", "sin", "cos", "tan", "arcsin",
-  "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
-  "arctanh", "reciprocal", "floor", "ceil", "round", "trunc", "logical_not",
-  "sigmoid", "softplus", "softsign", "relu", "relu6", "silu", "gelu",
-  "log_sigmoid", "hard_sigmoid", "leaky_relu", "elu", "selu", "erf",
-  "stop_gradient", "ones_like", "zeros_like", "cast", "clip",
+  "abs",
+  "absolute",
+  "negative",
+  "exp",
+  "exp2",
+  "expm1",
+  "log",
+  "log1p",
+  "log2",
+  "log10",
+  "sqrt",
+  "square",
+  "sign",
+  "sin",
+  "cos",
+  "tan",
+  "arcsin",
+  "arccos",
+  "arctan",
+  "sinh",
+  "cosh",
+  "tanh",
+  "arcsinh",
+  "arccosh",
+  "arctanh",
+  "reciprocal",
+  "floor",
+  "ceil",
+  "round",
+  "trunc",
+  "logical_not",
+  "sigmoid",
+  "softplus",
+  "softsign",
+  "relu",
+  "relu6",
+  "silu",
+  "gelu",
+  "log_sigmoid",
+  "hard_sigmoid",
+  "leaky_relu",
+  "elu",
+  "selu",
+  "erf",
+  "stop_gradient",
+  "ones_like",
+  "zeros_like",
+  "cast",
+  "clip",
   "convert_to_tensor",
   # elementwise, two inputs
-  "add", "subtract", "multiply", "divide", "true_divide", "power", "maximum",
-  "minimum", "mod", "floor_divide", "equal", "not_equal", "less",
-  "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-  "logical_xor", "arctan2",
+  "add",
+  "subtract",
+  "multiply",
+  "divide",
+  "true_divide",
+  "power",
+  "maximum",
+  "minimum",
+  "mod",
+  "floor_divide",
+  "equal",
+  "not_equal",
+  "less",
+  "less_equal",
+  "greater",
+  "greater_equal",
+  "logical_and",
+  "logical_or",
+  "logical_xor",
+  "arctan2",
   # reductions, products and shapes
-  "sum", "mean", "max", "min", "prod", "any", "all", "logsumexp", "var",
-  "std", "matmul", "dot", "softmax", "log_softmax", "reshape", "transpose",
-  "expand_dims", "squeeze"
+  "sum",
+  "mean",
+  "max",
+  "min",
+  "prod",
+  "any",
+  "all",
+  "logsumexp",
+  "var",
+  "std",
+  "matmul",
+  "dot",
+  "softmax",
+  "log_softmax",
+  "reshape",
+  "transpose",
+  "expand_dims",
+  "squeeze"
 )
 
 deferrable <- new.env(parent = emptyenv())
-for (name in deferrable_ops) assign(name, TRUE, envir = deferrable)
+for (name in deferrable_ops) {
+  assign(name, TRUE, envir = deferrable)
+}
 rm(name)
 
 # --- sessions: one per run of `f` or `grad` ----------------------------------
@@ -54,9 +129,13 @@ open_session <- function(known = list(), parent = NULL) {
   session$n <- 0L
   session$parent <- parent
   session$known <- known
-  session$known_ids <- vapply(known, function(x) {
-    if (inherits(x, "python.builtin.object")) new_node_id() else 0
-  }, 0)
+  session$known_ids <- vapply(
+    known,
+    function(x) {
+      if (inherits(x, "python.builtin.object")) new_node_id() else 0
+    },
+    0
+  )
   session$outer <- the$session
   the$session <- session
   session
@@ -130,7 +209,9 @@ defer_op <- function(session, name, args) {
           refs <- c(refs, i - 1L)
         }
       }
-    } else if (!is.null(a) && (!is.atomic(a) || length(a) != 1L || !is.null(dim(a)))) {
+    } else if (
+      !is.null(a) && (!is.atomic(a) || length(a) != 1L || !is.null(dim(a)))
+    ) {
       return(NULL)
     }
   }
@@ -179,7 +260,10 @@ encode_deferred <- function(x, session) {
       return(value)
     }
     s <- .subset2(x, "session")
-    if (!is.null(session) && (identical(s, session) || identical(s, session$parent))) {
+    if (
+      !is.null(session) &&
+        (identical(s, session) || identical(s, session$parent))
+    ) {
       return(list(.customgrad_node = .subset2(x, "id")))
     }
     return(force_deferred(x))
@@ -207,7 +291,9 @@ force_deferred <- function(node) {
   if (!is.null(value)) {
     return(value)
   }
-  if (isTRUE(.subset2(node, "placeholder"))) abort_placeholder()
+  if (isTRUE(.subset2(node, "placeholder"))) {
+    abort_placeholder()
+  }
   tape <- list()
   seen <- new.env(parent = emptyenv())
   collect <- function(n) {
@@ -216,7 +302,9 @@ force_deferred <- function(node) {
       return()
     }
     seen[[key]] <- TRUE
-    if (isTRUE(.subset2(n, "placeholder"))) abort_placeholder()
+    if (isTRUE(.subset2(n, "placeholder"))) {
+      abort_placeholder()
+    }
     instruction <- .subset2(n, "instruction")
     args <- .subset2(n, "args")
     positional <- if (is.null(names(args))) args else args[!nzchar(names(args))]
@@ -235,7 +323,10 @@ force_deferred <- function(node) {
   }
   collect(node)
   value <- with_python_errors(
-    py_call_fast(customgrad_deferred_py()$force, list(tape, .subset2(node, "id"))),
+    py_call_fast(
+      customgrad_deferred_py()$force,
+      list(tape, .subset2(node, "id"))
+    ),
     call = NULL
   )
   assign("value", value, envir = node)
@@ -243,10 +334,14 @@ force_deferred <- function(node) {
 }
 
 customgrad_deferred_py <- function() {
-  the$deferred_py %||% {
+  if (is.null(the$deferred_py)) {
     customgrad_py()
-    the$deferred_py <- reticulate::import("customgrad._deferred", convert = FALSE)
+    the$deferred_py <- reticulate::import(
+      "customgrad._deferred",
+      convert = FALSE
+    )
   }
+  the$deferred_py
 }
 
 # --- a node behaves like the tensor it stands for ----------------------------
@@ -259,32 +354,57 @@ deferred_method <- function(method) {
 register_deferred_methods <- function() {
   base <- asNamespace("base")
   same <- list(
-    Ops = tensor_Ops, Math = tensor_Math, Summary = tensor_Summary,
+    Ops = tensor_Ops,
+    Math = tensor_Math,
+    Summary = tensor_Summary,
     mean = tensor_mean
   )
   if (getRversion() >= "4.4.0") {
     same$matrixOps <- tensor_matrixOps
   }
   forcing <- list(
-    as.array = tensor_as_array, as.vector = tensor_as_vector,
-    as.double = tensor_as_double, as.integer = tensor_as_integer,
-    as.logical = tensor_as_logical, dim = tensor_dim,
-    length = tensor_length, format = tensor_format, print = tensor_print,
+    as.array = tensor_as_array,
+    as.vector = tensor_as_vector,
+    as.double = tensor_as_double,
+    as.integer = tensor_as_integer,
+    as.logical = tensor_as_logical,
+    dim = tensor_dim,
+    length = tensor_length,
+    format = tensor_format,
+    print = tensor_print,
     `$` = function(x, name) do.call(`$`, list(x, name)),
     `[[` = function(x, ...) x[[...]],
     `[` = function(x, ...) x[...]
   )
   methods <- c(same, lapply(forcing, deferred_method))
   for (generic in names(methods)) {
-    registerS3method(generic, "customgrad_deferred", methods[[generic]], envir = base)
+    registerS3method(
+      generic,
+      "customgrad_deferred",
+      methods[[generic]],
+      envir = base
+    )
   }
-  registerS3method("str", "customgrad_deferred", deferred_method(utils::str),
+  registerS3method(
+    "str",
+    "customgrad_deferred",
+    deferred_method(utils::str),
     envir = asNamespace("utils")
   )
-  registerS3method("r_to_py", "customgrad_deferred", function(x, convert = FALSE) {
-    force_deferred(x)
-  }, envir = asNamespace("reticulate"))
-  registerS3method("py_to_r", "customgrad_deferred", function(x) {
-    reticulate::py_to_r(force_deferred(x))
-  }, envir = asNamespace("reticulate"))
+  registerS3method(
+    "r_to_py",
+    "customgrad_deferred",
+    function(x, convert = FALSE) {
+      force_deferred(x)
+    },
+    envir = asNamespace("reticulate")
+  )
+  registerS3method(
+    "py_to_r",
+    "customgrad_deferred",
+    function(x) {
+      reticulate::py_to_r(force_deferred(x))
+    },
+    envir = asNamespace("reticulate")
+  )
 }

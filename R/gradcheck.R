@@ -65,8 +65,15 @@
 #' # Several and nested inputs
 #' f <- function(x, p) sum(p$w * exp(x)) + p$b
 #' gradcheck(f, x = c(0, 1), p = list(w = c(2, 3), b = 1))
-gradcheck <- function(f, ..., wrt = NULL, eps = 1e-6, atol = 1e-5, rtol = 1e-3,
-                      error = FALSE) {
+gradcheck <- function(
+  f,
+  ...,
+  wrt = NULL,
+  eps = 1e-6,
+  atol = 1e-5,
+  rtol = 1e-3,
+  error = FALSE
+) {
   check_function(f)
   args <- list(...)
   if (length(args) == 0) {
@@ -102,13 +109,24 @@ gradcheck <- function(f, ..., wrt = NULL, eps = 1e-6, atol = 1e-5, rtol = 1e-3,
   progress <- gradcheck_progress(sum(leaves$elements), environment())
   out <- with_python_errors(
     reticulate::py_call(
-      gradcheck_py()$gradcheck, callback, unname(inputs), eps,
-      positions = as.list(wrt), progress = progress
+      gradcheck_py()$gradcheck,
+      callback,
+      unname(inputs),
+      eps,
+      positions = as.list(wrt),
+      progress = progress
     )
   )
   out <- reticulate::py_to_r(out)
   result <- gradcheck_result(
-    leaves, out[[1]], out[[2]], out[[3]], labels[wrt], atol, rtol, eps
+    leaves,
+    out[[1]],
+    out[[2]],
+    out[[3]],
+    labels[wrt],
+    atol,
+    rtol,
+    eps
   )
   if (error && !attr(result, "pass")) {
     abort_gradcheck(result)
@@ -123,15 +141,29 @@ print.customgrad_gradcheck <- function(x, ...) {
     tol <- attr(x, "tolerance")
     cat(sprintf(
       "<gradcheck: %s> eps = %s, atol = %s, rtol = %s\n",
-      if (pass) "pass" else "FAIL", format(tol$eps), format(tol$atol), format(tol$rtol)
+      if (pass) "pass" else "FAIL",
+      format(tol$eps),
+      format(tol$atol),
+      format(tol$rtol)
     ))
   }
-  print(structure(x, class = "data.frame", pass = NULL, worst = NULL, tolerance = NULL), ...)
+  print(
+    structure(
+      x,
+      class = "data.frame",
+      pass = NULL,
+      worst = NULL,
+      tolerance = NULL
+    ),
+    ...
+  )
   worst <- attr(x, "worst")
   if (isFALSE(pass) && !is.null(worst)) {
     cat(sprintf(
       "Worst element: %s: autodiff %s, numeric %s\n",
-      worst$element, format(worst$autodiff, digits = 6), format(worst$numeric, digits = 6)
+      worst$element,
+      format(worst$autodiff, digits = 6),
+      format(worst$numeric, digits = 6)
     ))
   }
   invisible(x)
@@ -142,7 +174,10 @@ gradcheck_py <- function() {
   py <- the$gradcheck
   if (is.null(py) || reticulate::py_is_null_xptr(py)) {
     autodiff_py()
-    py <- the$gradcheck <- reticulate::import("customgrad._gradcheck", convert = FALSE)
+    py <- the$gradcheck <- reticulate::import(
+      "customgrad._gradcheck",
+      convert = FALSE
+    )
   }
   py
 }
@@ -228,9 +263,15 @@ gradcheck_leaves <- function(inputs, labels) {
       }
       return(invisible())
     }
-    rows[[length(rows) + 1L]] <<- list(input = input, path = path, elements = tensor_length(x))
+    rows[[length(rows) + 1L]] <<- list(
+      input = input,
+      path = path,
+      elements = tensor_length(x)
+    )
   }
-  for (i in seq_along(inputs)) walk(inputs[[i]], i, labels[[i]])
+  for (i in seq_along(inputs)) {
+    walk(inputs[[i]], i, labels[[i]])
+  }
   data.frame(
     input = vapply(rows, `[[`, 1L, "input"),
     path = vapply(rows, `[[`, "", "path"),
@@ -243,14 +284,27 @@ gradcheck_progress <- function(total, env) {
   if (total < 50) {
     return(NULL)
   }
-  bar <- cli::cli_progress_bar("Checking gradients", total = total, .envir = env)
+  bar <- cli::cli_progress_bar(
+    "Checking gradients",
+    total = total,
+    .envir = env
+  )
   r_callback(function(done) {
     cli::cli_progress_update(set = done, id = bar, .envir = env)
     NULL
   })
 }
 
-gradcheck_result <- function(leaves, analytic, numeric, shapes, labels, atol, rtol, eps) {
+gradcheck_result <- function(
+  leaves,
+  analytic,
+  numeric,
+  shapes,
+  labels,
+  atol,
+  rtol,
+  eps
+) {
   per_leaf <- lapply(seq_len(nrow(leaves)), function(j) {
     a <- as.vector(analytic[[j]])
     n <- as.vector(numeric[[j]])
@@ -279,7 +333,11 @@ gradcheck_result <- function(leaves, analytic, numeric, shapes, labels, atol, rt
   })
   result <- do.call(rbind, rows)
   worst <- NULL
-  scores <- vapply(per_leaf, function(p) if (length(p$score)) max(p$score) else -Inf, 1)
+  scores <- vapply(
+    per_leaf,
+    function(p) if (length(p$score)) max(p$score) else -Inf,
+    1
+  )
   if (length(scores) && max(scores) > -Inf) {
     j <- which.max(scores)
     k <- which.max(per_leaf[[j]]$score)
@@ -317,13 +375,23 @@ abort_gradcheck <- function(result, call = rlang::caller_env()) {
   failing <- result[!result$pass, , drop = FALSE]
   n_failing <- nrow(failing)
   failing <- paste0(
-    "`", failing$argument, "` (", failing$failed, " of ", failing$elements,
-    " element", ifelse(failing$elements == 1, "", "s"), ")",
+    "`",
+    failing$argument,
+    "` (",
+    failing$failed,
+    " of ",
+    failing$elements,
+    " element",
+    ifelse(failing$elements == 1, "", "s"),
+    ")",
     collapse = ", "
   )
   worst_text <- sprintf(
     "autodiff %s, numeric %s (absolute error %s, relative error %s)",
-    num(worst$autodiff), num(worst$numeric), num(worst$abs_error), num(worst$rel_error)
+    num(worst$autodiff),
+    num(worst$numeric),
+    num(worst$abs_error),
+    num(worst$rel_error)
   )
   abort_customgrad(
     c(
@@ -341,9 +409,17 @@ abort_gradcheck <- function(result, call = rlang::caller_env()) {
   )
 }
 
-check_tolerance <- function(x, zero = FALSE, ..., arg = rlang::caller_arg(x),
-                                  call = rlang::caller_env()) {
-  ok <- is.numeric(x) && length(x) == 1 && !is.na(x) && is.finite(x) &&
+check_tolerance <- function(
+  x,
+  zero = FALSE,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  ok <- is.numeric(x) &&
+    length(x) == 1 &&
+    !is.na(x) &&
+    is.finite(x) &&
     (x > 0 || (zero && x == 0))
   if (!ok) {
     abort_customgrad(
@@ -358,7 +434,12 @@ check_tolerance <- function(x, zero = FALSE, ..., arg = rlang::caller_arg(x),
   invisible(x)
 }
 
-check_bool <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_bool <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (!isTRUE(x) && !isFALSE(x)) {
     abort_customgrad(
       c(

@@ -103,8 +103,13 @@ op_value_and_grad <- function(f, wrt = 1L, upstream = NULL) {
   new_grad_transform(f, wrt, upstream, with_value = TRUE)
 }
 
-new_grad_transform <- function(f, wrt, upstream, with_value,
-                               call = rlang::caller_env()) {
+new_grad_transform <- function(
+  f,
+  wrt,
+  upstream,
+  with_value,
+  call = rlang::caller_env()
+) {
   check_function(f, call = call)
   wrt <- check_wrt(wrt, f, call = call)
   check_tensor_tree(upstream, arg = "upstream", call = call)
@@ -137,7 +142,8 @@ call_grad_transform <- function(state, args, call) {
   if (!is.null(state$upstream) && is.null(state$upstream_py)) {
     state$upstream_py <- as_tensor_tree(
       state$upstream,
-      what = "`upstream`", call = call
+      what = "`upstream`",
+      call = call
     )
   }
   # f's other arguments stay in R; the callback reads them from here.
@@ -145,7 +151,10 @@ call_grad_transform <- function(state, args, call) {
   state$frame <- list(args = args, call = call)
   on.exit(state$frame <- previous, add = TRUE)
   out <- with_python_errors(
-    do.call(reticulate::py_call, c(list(fn, state$upstream_py), unname(inputs))),
+    do.call(
+      reticulate::py_call,
+      c(list(fn, state$upstream_py), unname(inputs))
+    ),
     call = call
   )
   out <- reticulate::py_to_r(out)
@@ -179,7 +188,10 @@ autodiff_py <- function() {
   py <- the$autodiff
   if (is.null(py) || reticulate::py_is_null_xptr(py)) {
     customgrad_py()
-    py <- the$autodiff <- reticulate::import("customgrad._autodiff", convert = FALSE)
+    py <- the$autodiff <- reticulate::import(
+      "customgrad._autodiff",
+      convert = FALSE
+    )
   }
   py
 }
@@ -190,7 +202,10 @@ new_transform <- function(f, state, fun) {
   inputs <- lapply(names(fmls), as.symbol)
   names(inputs) <- ifelse(names(fmls) == "...", "", names(fmls))
   body <- rlang::call2(
-    fun, quote(.customgrad_state), rlang::call2("list", !!!inputs), quote(sys.call())
+    fun,
+    quote(.customgrad_state),
+    rlang::call2("list", !!!inputs),
+    quote(sys.call())
   )
   env <- rlang::env(rlang::ns_env("customgrad"), .customgrad_state = state)
   rlang::new_function(fmls, body, env)
@@ -200,16 +215,29 @@ transform_formals <- function(f) {
   formals(args(f)) %||% alist(... = )
 }
 
-check_wrt <- function(wrt, f, ..., arg = rlang::caller_arg(wrt),
-                      call = rlang::caller_env()) {
-  ok <- is.numeric(wrt) && !inherits(wrt, "python.builtin.object") &&
-    length(wrt) > 0 && !anyNA(wrt) && all(wrt >= 1) &&
-    all(wrt == trunc(wrt)) && !anyDuplicated(wrt)
+check_wrt <- function(
+  wrt,
+  f,
+  ...,
+  arg = rlang::caller_arg(wrt),
+  call = rlang::caller_env()
+) {
+  ok <- is.numeric(wrt) &&
+    !inherits(wrt, "python.builtin.object") &&
+    length(wrt) > 0 &&
+    !anyNA(wrt) &&
+    all(wrt >= 1) &&
+    all(wrt == trunc(wrt)) &&
+    !anyDuplicated(wrt)
   if (!ok) {
     abort_customgrad(
       c(
         "{.arg {arg}} must be argument positions: distinct whole numbers from 1.",
-        "x" = if (is.numeric(wrt)) "It is {.val {wrt}}." else "It is {describe_object(wrt)}."
+        "x" = if (is.numeric(wrt)) {
+          "It is {.val {wrt}}."
+        } else {
+          "It is {describe_object(wrt)}."
+        }
       ),
       class = "wrt",
       call = call
@@ -241,8 +269,12 @@ abort_wrt_missing <- function(wrt, n, call) {
 }
 
 # Tensors, R numbers and arrays, or nested lists of them.
-check_tensor_tree <- function(x, ..., arg = rlang::caller_arg(x),
-                              call = rlang::caller_env()) {
+check_tensor_tree <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (is.null(x) || is_tensor_tree(x)) {
     return(invisible(x))
   }
@@ -270,18 +302,30 @@ is_tensor_tree <- function(x) {
 # `dtype`, by default Keras' float type (integers too: they are to be
 # differentiated); tensors stay as they are. Lists keep names and nesting.
 # `what` names `x` in the error, such as "Argument `x`".
-as_tensor_tree <- function(x, dtype = NULL, what = "The input", call = NULL,
-                           nested = FALSE) {
+as_tensor_tree <- function(
+  x,
+  dtype = NULL,
+  what = "The input",
+  call = NULL,
+  nested = FALSE
+) {
   if (inherits(x, "python.builtin.object")) {
     return(x)
   }
   if (is.list(x)) {
-    return(lapply(unclass(x), as_tensor_tree,
-      dtype = dtype, what = what, call = call, nested = TRUE
+    return(lapply(
+      unclass(x),
+      as_tensor_tree,
+      dtype = dtype,
+      what = what,
+      call = call,
+      nested = TRUE
     ))
   }
   if (is.numeric(x)) {
-    if (is.null(dtype)) storage.mode(x) <- "double"
+    if (is.null(dtype)) {
+      storage.mode(x) <- "double"
+    }
     return(op_convert_to_tensor(x, dtype = dtype))
   }
   abort_customgrad(

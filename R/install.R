@@ -22,23 +22,30 @@
 #' install_customgrad()
 #' install_customgrad(backends = "jax")
 #' }
-install_customgrad <- function(backends = c("tensorflow", "jax", "torch"),
-                               python = NULL,
-                               envname = python_env_path(),
-                               extra_packages = NULL,
-                               force = FALSE) {
+install_customgrad <- function(
+  backends = c("tensorflow", "jax", "torch"),
+  python = NULL,
+  envname = python_env_path(),
+  extra_packages = NULL,
+  force = FALSE
+) {
   backends <- unname(vapply(backends, check_backend, "", arg = "backends"))
   requirements <- c(python_requirements(backends), extra_packages)
   stamp <- file.path(envname, "customgrad-requirements.txt")
-  if (!force && file.exists(stamp) &&
-    identical(readLines(stamp), requirements)) {
-    cli::cli_alert_success("customgrad's Python environment is up to date: {.file {envname}}.")
+  if (
+    !force && file.exists(stamp) && identical(readLines(stamp), requirements)
+  ) {
+    cli::cli_alert_success(
+      "customgrad's Python environment is up to date: {.file {envname}}."
+    )
     return(invisible(envname))
   }
   if (!file.exists(python_env_python(envname))) {
     python <- python %||% default_python()
     check_python_version(python)
-    cli::cli_progress_step("Creating a virtual environment with {.file {python}} at {.file {envname}}")
+    cli::cli_progress_step(
+      "Creating a virtual environment with {.file {python}} at {.file {envname}}"
+    )
     dir.create(dirname(envname), recursive = TRUE, showWarnings = FALSE)
     run_command(python, c("-m", "venv", envname))
     cli::cli_progress_done()
@@ -46,19 +53,33 @@ install_customgrad <- function(backends = c("tensorflow", "jax", "torch"),
   req_file <- tempfile("requirements", fileext = ".txt")
   on.exit(unlink(req_file), add = TRUE)
   writeLines(requirements, req_file)
-  cli::cli_alert_info("Installing {.val {backends}} with pip (several minutes the first time; pip shows progress).")
-  run_command(python_env_python(envname), c("-m", "pip", "install", "-r", req_file))
+  cli::cli_alert_info(
+    "Installing {.val {backends}} with pip (several minutes the first time; pip shows progress)."
+  )
+  run_command(
+    python_env_python(envname),
+    c("-m", "pip", "install", "-r", req_file)
+  )
   writeLines(requirements, stamp)
-  cli::cli_alert_success("Installed customgrad's Python environment at {.file {envname}}.")
+  cli::cli_alert_success(
+    "Installed customgrad's Python environment at {.file {envname}}."
+  )
   if (reticulate::py_available(initialize = FALSE)) {
-    cli::cli_alert_warning("Python is already running in this R session: restart R to use the new environment.")
+    cli::cli_alert_warning(
+      "Python is already running in this R session: restart R to use the new environment."
+    )
   }
   invisible(envname)
 }
 
 # The pinned requirement lines for these backends, without comments.
 python_requirements <- function(backends) {
-  path <- system.file("python", "requirements.txt", package = "customgrad", mustWork = TRUE)
+  path <- system.file(
+    "python",
+    "requirements.txt",
+    package = "customgrad",
+    mustWork = TRUE
+  )
   lines <- trimws(readLines(path))
   lines <- lines[nzchar(lines) & !startsWith(lines, "#")]
   tag <- sub("^.*#\\s*backend:\\s*", "", lines)
@@ -86,8 +107,11 @@ default_python <- function() {
 
 check_python_version <- function(python, call = rlang::caller_env()) {
   version <- tryCatch(
-    system2(python, c("-c", shQuote("import sys; print('%d.%d' % sys.version_info[:2])")),
-      stdout = TRUE, stderr = FALSE
+    system2(
+      python,
+      c("-c", shQuote("import sys; print('%d.%d' % sys.version_info[:2])")),
+      stdout = TRUE,
+      stderr = FALSE
     ),
     error = function(cnd) character(),
     warning = function(cnd) character()

@@ -14,8 +14,12 @@
 #' @examplesIf customgrad::backend_available()
 #' op_convert_to_tensor(matrix(1:6, 2))
 #' op_convert_to_tensor(c(0.5, 1.5), dtype = "float64")
-op_convert_to_tensor <- function(x, dtype = NULL, sparse = NULL,
-                                 ragged = NULL) {
+op_convert_to_tensor <- function(
+  x,
+  dtype = NULL,
+  sparse = NULL,
+  ragged = NULL
+) {
   if (is.atomic(x) && !is.null(x)) {
     if (is.null(dtype)) {
       dtype <- r_dtype(x)
@@ -25,8 +29,11 @@ op_convert_to_tensor <- function(x, dtype = NULL, sparse = NULL,
     x <- as_array(x)
   }
   call_op(
-    "convert_to_tensor", x,
-    dtype = dtype, sparse = sparse, ragged = ragged
+    "convert_to_tensor",
+    x,
+    dtype = dtype,
+    sparse = sparse,
+    ragged = ragged
   )
 }
 
@@ -101,7 +108,8 @@ floatx <- function() {
 
 # The Keras dtype for an R vector's type.
 r_dtype <- function(x) {
-  switch(typeof(x),
+  switch(
+    typeof(x),
     double = floatx(),
     integer = "int32",
     logical = "bool",
@@ -143,7 +151,9 @@ as_tuple <- function(x) {
 
 # An R vector as a one-dimensional array (NumPy array in Python).
 as_array <- function(x) {
-  if (!is.null(x) && is.null(dim(x)) && length(x) != 1L) dim(x) <- length(x)
+  if (!is.null(x) && is.null(dim(x)) && length(x) != 1L) {
+    dim(x) <- length(x)
+  }
   x
 }
 
@@ -200,8 +210,12 @@ as_int_array <- function(x) {
   if (!is.atomic(x) || is.null(x)) {
     return(x)
   }
-  if (is.factor(x)) x <- as.integer(x)
-  if (is.double(x)) storage.mode(x) <- "integer"
+  if (is.factor(x)) {
+    x <- as.integer(x)
+  }
+  if (is.double(x)) {
+    storage.mode(x) <- "integer"
+  }
   as_array(x)
 }
 
@@ -326,9 +340,14 @@ as_py_functions <- function(fs) {
 # --- Results ------------------------------------------------------------------
 
 py_builtin_classes <- c(
-  "python.builtin.list", "python.builtin.tuple", "python.builtin.dict",
-  "python.builtin.int", "python.builtin.float", "python.builtin.bool",
-  "python.builtin.str", "python.builtin.NoneType"
+  "python.builtin.list",
+  "python.builtin.tuple",
+  "python.builtin.dict",
+  "python.builtin.int",
+  "python.builtin.float",
+  "python.builtin.bool",
+  "python.builtin.str",
+  "python.builtin.NoneType"
 )
 
 # Python containers and scalars become R values (the tensors inside stay
@@ -338,8 +357,10 @@ py_result <- function(x) {
   if (!inherits(x, py_builtin_classes)) {
     return(x)
   }
-  if (inherits(x, "python.builtin.tuple") &&
-    class(x)[[1]] != "python.builtin.tuple") {
+  if (
+    inherits(x, "python.builtin.tuple") &&
+      class(x)[[1]] != "python.builtin.tuple"
+  ) {
     x <- py_tuple(x)
   }
   reticulate::py_to_r(x)
@@ -377,6 +398,8 @@ index_result <- function(x, zero_based = FALSE) {
 # As index_result(), for element `i` of a result that is a tuple.
 index_result_at <- function(x, i, zero_based = FALSE) {
   x <- py_result(x)
-  if (!zero_based) x[[i]] <- call_op("add", x[[i]], 1L)
+  if (!zero_based) {
+    x[[i]] <- call_op("add", x[[i]], 1L)
+  }
   x
 }

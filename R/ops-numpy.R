@@ -30,8 +30,12 @@ op_arange <- function(start, end, step = 1L, dtype = NULL, include_end = TRUE) {
     start <- if (is.double(end)) 1 else 1L
   }
   if (is_int_dtype(dtype)) {
-    if (is.double(start)) start <- as.integer(start)
-    if (is.double(end)) end <- as.integer(end)
+    if (is.double(start)) {
+      start <- as.integer(start)
+    }
+    if (is.double(end)) {
+      end <- as.integer(end)
+    }
     if (is.double(step)) step <- as.integer(step)
   }
   if (include_end) {
@@ -90,13 +94,27 @@ op_nonzero <- function(x) {
 #' @examplesIf customgrad::backend_available()
 #' op_unique(c(3, 1, 3, 2))
 #' op_unique(c(3, 1, 3, 2), return_index = TRUE, return_counts = TRUE)
-op_unique <- function(x, sorted = TRUE, return_index = FALSE,
-                      return_inverse = FALSE, return_counts = FALSE,
-                      axis = NULL, size = NULL, fill_value = NULL,
-                      zero_indexed = FALSE) {
+op_unique <- function(
+  x,
+  sorted = TRUE,
+  return_index = FALSE,
+  return_inverse = FALSE,
+  return_counts = FALSE,
+  axis = NULL,
+  size = NULL,
+  fill_value = NULL,
+  zero_indexed = FALSE
+) {
   out <- call_op(
-    "unique", as_float(x), sorted, return_index, return_inverse,
-    return_counts, as_axis(axis), as_int(size), fill_value
+    "unique",
+    as_float(x),
+    sorted,
+    return_index,
+    return_inverse,
+    return_counts,
+    as_axis(axis),
+    as_int(size),
+    fill_value
   )
   if (!(return_index || return_inverse || return_counts)) {
     return(out)
@@ -105,7 +123,9 @@ op_unique <- function(x, sorted = TRUE, return_index = FALSE,
   positions <- 1L + cumsum(c(return_index, return_inverse))
   positions <- positions[c(return_index, return_inverse)]
   if (!zero_indexed) {
-    for (i in positions) out[[i]] <- call_op("add", out[[i]], 1L)
+    for (i in positions) {
+      out[[i]] <- call_op("add", out[[i]], 1L)
+    }
   }
   out
 }
@@ -127,7 +147,9 @@ op_unique <- function(x, sorted = TRUE, return_index = FALSE,
 #' op_unravel_index(c(2, 6), c(2, 3))
 op_unravel_index <- function(indices, shape, zero_indexed = FALSE) {
   out <- py_result(call_op(
-    "unravel_index", as_index(indices, zero_indexed), as_shape(shape)
+    "unravel_index",
+    as_index(indices, zero_indexed),
+    as_shape(shape)
   ))
   if (!zero_indexed) {
     out <- lapply(out, function(i) call_op("add", i, 1L))

@@ -65,7 +65,9 @@ check_python <- function(backend, call) {
     abort_customgrad(
       c(
         "customgrad needs Python with Keras 3, and it can't find one.",
-        "x" = if (!is.null(python)) "Keras isn't installed in {.file {python$python}}.",
+        "x" = if (!is.null(python)) {
+          "Keras isn't installed in {.file {python$python}}."
+        },
         "i" = "Run {.code customgrad::install_customgrad()}, then restart R."
       ),
       class = "python_missing",

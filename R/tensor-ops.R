@@ -20,16 +20,27 @@ tensor_classes <- c(
 # --- Ops ---------------------------------------------------------------------
 
 ops_binary <- c(
-  "+" = "add", "-" = "subtract", "*" = "multiply", "/" = "divide",
-  "^" = "power", "%%" = "mod", "%/%" = "floor_divide",
-  "==" = "equal", "!=" = "not_equal", "<" = "less", "<=" = "less_equal",
-  ">" = "greater", ">=" = "greater_equal",
-  "&" = "logical_and", "|" = "logical_or"
+  "+" = "add",
+  "-" = "subtract",
+  "*" = "multiply",
+  "/" = "divide",
+  "^" = "power",
+  "%%" = "mod",
+  "%/%" = "floor_divide",
+  "==" = "equal",
+  "!=" = "not_equal",
+  "<" = "less",
+  "<=" = "less_equal",
+  ">" = "greater",
+  ">=" = "greater_equal",
+  "&" = "logical_and",
+  "|" = "logical_or"
 )
 
 tensor_Ops <- function(e1, e2) {
   if (missing(e2)) {
-    return(switch(.Generic,
+    return(switch(
+      .Generic,
       "+" = e1,
       "-" = call_op("negative", e1),
       "!" = call_op("logical_not", e1)
@@ -45,11 +56,16 @@ tensor_Ops <- function(e1, e2) {
 # (of the other operand's float dtype when both are floating) and broadcast
 # like NumPy arrays.
 as_operand <- function(x, other) {
-  if (inherits(x, c("python.builtin.object", "customgrad_deferred")) ||
-    (length(x) == 1L && is.null(dim(x)))) {
+  if (
+    inherits(x, c("python.builtin.object", "customgrad_deferred")) ||
+      (length(x) == 1L && is.null(dim(x)))
+  ) {
     return(x)
   }
-  dtype <- if (is.double(x) && inherits(other, c("python.builtin.object", "customgrad_deferred"))) {
+  dtype <- if (
+    is.double(x) &&
+      inherits(other, c("python.builtin.object", "customgrad_deferred"))
+  ) {
     other_dtype <- tensor_dtype(other)
     if (grepl("float", other_dtype, fixed = TRUE)) other_dtype
   }
@@ -59,14 +75,37 @@ as_operand <- function(x, other) {
 # --- Math --------------------------------------------------------------------
 
 math_ops <- c(
-  abs = "abs", sign = "sign", sqrt = "sqrt", floor = "floor",
-  ceiling = "ceil", trunc = "trunc", round = "round", exp = "exp",
-  log = "log", expm1 = "expm1", log1p = "log1p", log2 = "log2",
-  log10 = "log10", cos = "cos", sin = "sin", tan = "tan", acos = "arccos",
-  asin = "arcsin", atan = "arctan", cosh = "cosh", sinh = "sinh",
-  tanh = "tanh", acosh = "arccosh", asinh = "arcsinh", atanh = "arctanh",
-  cospi = "cos", sinpi = "sin", tanpi = "tan",
-  cumsum = "cumsum", cumprod = "cumprod", cummax = "maximum",
+  abs = "abs",
+  sign = "sign",
+  sqrt = "sqrt",
+  floor = "floor",
+  ceiling = "ceil",
+  trunc = "trunc",
+  round = "round",
+  exp = "exp",
+  log = "log",
+  expm1 = "expm1",
+  log1p = "log1p",
+  log2 = "log2",
+  log10 = "log10",
+  cos = "cos",
+  sin = "sin",
+  tan = "tan",
+  acos = "arccos",
+  asin = "arcsin",
+  atan = "arctan",
+  cosh = "cosh",
+  sinh = "sinh",
+  tanh = "tanh",
+  acosh = "arccosh",
+  asinh = "arcsinh",
+  atanh = "arctanh",
+  cospi = "cos",
+  sinpi = "sin",
+  tanpi = "tan",
+  cumsum = "cumsum",
+  cumprod = "cumprod",
+  cummax = "maximum",
   cummin = "minimum"
 )
 
@@ -86,7 +125,8 @@ tensor_Math <- function(x, ...) {
     )
   }
   dots <- list(...)
-  switch(.Generic,
+  switch(
+    .Generic,
     log = if (length(dots) > 0) {
       return(call_op("divide", call_op("log", x), log(dots[[1]])))
     },
@@ -121,7 +161,11 @@ keras_op <- function(name) {
 # --- Summary and mean() ------------------------------------------------------
 
 summary_ops <- c(
-  sum = "sum", prod = "prod", max = "max", min = "min", any = "any",
+  sum = "sum",
+  prod = "prod",
+  max = "max",
+  min = "min",
+  any = "any",
   all = "all"
 )
 
@@ -139,14 +183,22 @@ tensor_Summary <- function(..., na.rm = FALSE) {
   if (.Generic == "range") {
     lows <- lapply(parts, `[[`, 1)
     highs <- lapply(parts, `[[`, 2)
-    return(call_op("stack", list(
-      Reduce(function(a, b) call_op("minimum", a, b), lows),
-      Reduce(function(a, b) call_op("maximum", a, b), highs)
-    )))
+    return(call_op(
+      "stack",
+      list(
+        Reduce(function(a, b) call_op("minimum", a, b), lows),
+        Reduce(function(a, b) call_op("maximum", a, b), highs)
+      )
+    ))
   }
-  combine <- switch(.Generic,
-    sum = "add", prod = "multiply", max = "maximum", min = "minimum",
-    any = "logical_or", all = "logical_and"
+  combine <- switch(
+    .Generic,
+    sum = "add",
+    prod = "multiply",
+    max = "maximum",
+    min = "minimum",
+    any = "logical_or",
+    all = "logical_and"
   )
   Reduce(function(a, b) call_op(combine, a, b), parts)
 }
@@ -206,9 +258,13 @@ tensor_dim <- function(x) {
   if (length(shape) == 0) {
     return(NULL)
   }
-  vapply(shape, function(d) {
-    if (is.numeric(d) && length(d) == 1L) as.integer(d) else NA_integer_
-  }, 1L)
+  vapply(
+    shape,
+    function(d) {
+      if (is.numeric(d) && length(d) == 1L) as.integer(d) else NA_integer_
+    },
+    1L
+  )
 }
 
 tensor_length <- function(x) {
@@ -217,7 +273,9 @@ tensor_length <- function(x) {
 }
 
 tensor_dtype <- function(x) {
-  if (inherits(x, "customgrad_deferred")) x <- force_deferred(x)
+  if (inherits(x, "customgrad_deferred")) {
+    x <- force_deferred(x)
+  }
   fn <- cached_py("standardize_dtype", function() {
     keras_module()$backend$standardize_dtype
   })
@@ -245,7 +303,9 @@ tensor_print <- function(x, ...) {
   if (is.null(values)) {
     cat("(symbolic: no values while tracing)\n")
   } else {
-    if (is.null(tensor_dim(x))) dim(values) <- NULL
+    if (is.null(tensor_dim(x))) {
+      dim(values) <- NULL
+    }
     print(values, ...)
   }
   invisible(x)

@@ -2,8 +2,10 @@
   # Prefer customgrad's own environment; RETICULATE_PYTHON still wins, and
   # required = FALSE leaves the choice open until Python starts.
   env <- python_env_path()
-  if (!nzchar(Sys.getenv("RETICULATE_PYTHON")) &&
-    file.exists(python_env_python(env))) {
+  if (
+    !nzchar(Sys.getenv("RETICULATE_PYTHON")) &&
+      file.exists(python_env_python(env))
+  ) {
     reticulate::use_virtualenv(env, required = FALSE)
   }
   the$py_call_impl <- find_py_call_impl()
@@ -15,12 +17,19 @@
 # `x + y` with tensors of two classes dispatches without a warning.
 register_tensor_methods <- function() {
   methods <- list(
-    Ops = tensor_Ops, Math = tensor_Math, Summary = tensor_Summary,
+    Ops = tensor_Ops,
+    Math = tensor_Math,
+    Summary = tensor_Summary,
     mean = tensor_mean,
-    as.array = tensor_as_array, as.vector = tensor_as_vector,
-    as.double = tensor_as_double, as.integer = tensor_as_integer,
-    as.logical = tensor_as_logical, dim = tensor_dim,
-    length = tensor_length, format = tensor_format, print = tensor_print
+    as.array = tensor_as_array,
+    as.vector = tensor_as_vector,
+    as.double = tensor_as_double,
+    as.integer = tensor_as_integer,
+    as.logical = tensor_as_logical,
+    dim = tensor_dim,
+    length = tensor_length,
+    format = tensor_format,
+    print = tensor_print
   )
   if (getRversion() >= "4.4.0") {
     methods$matrixOps <- tensor_matrixOps

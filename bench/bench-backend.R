@@ -11,7 +11,11 @@ sizes <- c(1, 1e3, 1e6)
 suppressPackageStartupMessages(library(customgrad))
 use_backend(backend)
 op_exp(0) # start Keras
-ref <- reticulate::import_from_path("reference", path = "bench", convert = FALSE)
+ref <- reticulate::import_from_path(
+  "reference",
+  path = "bench",
+  convert = FALSE
+)
 py_call <- reticulate::py_call
 
 calls <- new.env()
@@ -82,9 +86,14 @@ add_rows <- function(mode, n, times, per_step_calls) {
   for (impl in impls) {
     t <- times[[impl]]
     rows[[length(rows) + 1]] <<- data.frame(
-      backend = backend, mode = mode, n = n, impl = impl,
-      median_us = stats::median(t), p10_us = unname(stats::quantile(t, 0.1)),
-      p90_us = unname(stats::quantile(t, 0.9)), reps = length(t),
+      backend = backend,
+      mode = mode,
+      n = n,
+      impl = impl,
+      median_us = stats::median(t),
+      p10_us = unname(stats::quantile(t, 0.1)),
+      p90_us = unname(stats::quantile(t, 0.9)),
+      reps = length(t),
       r_callbacks_per_step = per_step_calls[[impl]]
     )
   }
@@ -93,10 +102,15 @@ add_rows <- function(mode, n, times, per_step_calls) {
 # customgrad counts its own (grad may run inside f's call, recorded ahead).
 bridge <- reticulate::import("customgrad._bridge", convert = FALSE)
 callbacks <- function(impl) {
-  switch(impl,
+  switch(
+    impl,
     python = 0,
-    passthrough = (calls[["passthrough f"]] %||% 0) + (calls[["passthrough grad"]] %||% 0),
-    customgrad = reticulate::py_to_r(reticulate::py_get_item(bridge$r_calls, 0L))
+    passthrough = (calls[["passthrough f"]] %||% 0) +
+      (calls[["passthrough grad"]] %||% 0),
+    customgrad = reticulate::py_to_r(reticulate::py_get_item(
+      bridge$r_calls,
+      0L
+    ))
   )
 }
 
@@ -105,7 +119,9 @@ for (n in sizes) {
   times <- list(python = c(), passthrough = c(), customgrad = c())
   before <- NULL
   for (i in seq_len(warmup + reps)) {
-    if (i == warmup + 1) before <- vapply(impls, callbacks, 1)
+    if (i == warmup + 1) {
+      before <- vapply(impls, callbacks, 1)
+    }
     for (impl in impls) {
       t <- measure_eager(impl, x)
       if (i > warmup) times[[impl]] <- c(times[[impl]], t)
@@ -124,23 +140,40 @@ for (n in sizes) {
     reps_compiled <- max(reps, 200L)
     times <- list(python = c(), passthrough = c(), customgrad = c())
     for (i in seq_len(warmup + reps_compiled)) {
-      if (i == warmup + 1) before <- vapply(impls, callbacks, 1)
+      if (i == warmup + 1) {
+        before <- vapply(impls, callbacks, 1)
+      }
       for (impl in impls) {
         t <- reticulate::py_to_r(py_call(ref$timed, compiled[[impl]], x))
         if (i > warmup) times[[impl]] <- c(times[[impl]], t)
       }
     }
-    add_rows("compiled", n, times, (vapply(impls, callbacks, 1) - before) / reps_compiled)
+    add_rows(
+      "compiled",
+      n,
+      times,
+      (vapply(impls, callbacks, 1) - before) / reps_compiled
+    )
     cat(sprintf("%s compiled n=%g done\n", backend, n))
   }
 }
-utils::write.csv(do.call(rbind, rows), file.path(out_dir, paste0(backend, "-steps.csv")), row.names = FALSE)
+utils::write.csv(
+  do.call(rbind, rows),
+  file.path(out_dir, paste0(backend, "-steps.csv")),
+  row.names = FALSE
+)
 
 # --- per-op cost: wrappers and arithmetic vs the cached Python callable -----
 x <- py_call(ref$make_input, 1)
 x <- py_call(keras$ops$stop_gradient, x)
-k_exp <- reticulate::py_get_attr(reticulate::import("keras.ops", convert = FALSE), "exp")
-k_add <- reticulate::py_get_attr(reticulate::import("keras.ops", convert = FALSE), "add")
+k_exp <- reticulate::py_get_attr(
+  reticulate::import("keras.ops", convert = FALSE),
+  "exp"
+)
+k_add <- reticulate::py_get_attr(
+  reticulate::import("keras.ops", convert = FALSE),
+  "add"
+)
 op_cases <- list(
   exp = list(
     direct = function() py_call(k_exp, x),
@@ -168,13 +201,21 @@ for (op in names(op_cases)) {
   for (impl in names(cases)) {
     t <- times[[impl]]
     op_rows[[length(op_rows) + 1]] <- data.frame(
-      backend = backend, op = op, impl = impl, median_us = stats::median(t),
-      p10_us = unname(stats::quantile(t, 0.1)), p90_us = unname(stats::quantile(t, 0.9)),
+      backend = backend,
+      op = op,
+      impl = impl,
+      median_us = stats::median(t),
+      p10_us = unname(stats::quantile(t, 0.1)),
+      p90_us = unname(stats::quantile(t, 0.9)),
       reps = length(t)
     )
   }
 }
-utils::write.csv(do.call(rbind, op_rows), file.path(out_dir, paste0(backend, "-ops.csv")), row.names = FALSE)
+utils::write.csv(
+  do.call(rbind, op_rows),
+  file.path(out_dir, paste0(backend, "-ops.csv")),
+  row.names = FALSE
+)
 cat(sprintf("%s per-op done\n", backend))
 
 # --- memory: RSS after 100 and after 10,000 eager customgrad steps ----------
@@ -185,12 +226,28 @@ for (n in c(1e3, 1e6)) {
   rss <- c()
   for (i in seq_len(steps)) {
     r_eager_step(customgrad_h, x)
-    if (i %in% c(100L, steps)) rss <- c(rss, reticulate::py_to_r(py_call(ref$rss_mb)))
+    if (i %in% c(100L, steps)) {
+      rss <- c(rss, reticulate::py_to_r(py_call(ref$rss_mb)))
+    }
   }
   mem_rows[[length(mem_rows) + 1]] <- data.frame(
-    backend = backend, n = n, steps = steps, rss_step100_mb = rss[[1]],
-    rss_last_mb = rss[[2]], growth_mb = rss[[2]] - rss[[1]]
+    backend = backend,
+    n = n,
+    steps = steps,
+    rss_step100_mb = rss[[1]],
+    rss_last_mb = rss[[2]],
+    growth_mb = rss[[2]] - rss[[1]]
   )
-  cat(sprintf("%s memory n=%g: %.1f MB -> %.1f MB\n", backend, n, rss[[1]], rss[[2]]))
+  cat(sprintf(
+    "%s memory n=%g: %.1f MB -> %.1f MB\n",
+    backend,
+    n,
+    rss[[1]],
+    rss[[2]]
+  ))
 }
-utils::write.csv(do.call(rbind, mem_rows), file.path(out_dir, paste0(backend, "-memory.csv")), row.names = FALSE)
+utils::write.csv(
+  do.call(rbind, mem_rows),
+  file.path(out_dir, paste0(backend, "-memory.csv")),
+  row.names = FALSE
+)

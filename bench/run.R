@@ -10,61 +10,132 @@ dir.create(work)
 
 for (backend in backends) {
   cat(sprintf("== %s ==\n", backend))
-  status <- system2("Rscript", c("bench/bench-backend.R", backend, work, reps),
+  status <- system2(
+    "Rscript",
+    c("bench/bench-backend.R", backend, work, reps),
     env = paste0("KERAS_BACKEND=", backend)
   )
   if (status != 0) stop("the ", backend, " benchmark failed")
 }
 read_all <- function(what) {
-  do.call(rbind, lapply(backends, function(b) {
-    utils::read.csv(file.path(work, sprintf("%s-%s.csv", b, what)))
-  }))
+  do.call(
+    rbind,
+    lapply(backends, function(b) {
+      utils::read.csv(file.path(work, sprintf("%s-%s.csv", b, what)))
+    })
+  )
 }
 steps <- read_all("steps")
 ops <- read_all("ops")
 memory <- read_all("memory")
 
-columns <- c("backend", "mode", "n", "impl", "median_us", "p10_us", "p90_us", "reps")
-utils::write.csv(steps[columns], file.path(results, "latest.csv"), row.names = FALSE)
+columns <- c(
+  "backend",
+  "mode",
+  "n",
+  "impl",
+  "median_us",
+  "p10_us",
+  "p90_us",
+  "reps"
+)
+utils::write.csv(
+  steps[columns],
+  file.path(results, "latest.csv"),
+  row.names = FALSE
+)
 utils::write.csv(ops, file.path(results, "latest-ops.csv"), row.names = FALSE)
-utils::write.csv(memory, file.path(results, "latest-memory.csv"), row.names = FALSE)
+utils::write.csv(
+  memory,
+  file.path(results, "latest-memory.csv"),
+  row.names = FALSE
+)
 
 # --- ratios, targets, markdown ---------------------------------------------
 wide <- stats::reshape(
   steps[c("backend", "mode", "n", "impl", "median_us", "r_callbacks_per_step")],
-  idvar = c("backend", "mode", "n"), timevar = "impl", direction = "wide"
+  idvar = c("backend", "mode", "n"),
+  timevar = "impl",
+  direction = "wide"
 )
 wide$cg_vs_python <- wide$median_us.customgrad / wide$median_us.python
 wide$cg_vs_passthrough <- wide$median_us.customgrad / wide$median_us.passthrough
-wide$target <- with(wide, ifelse(
-  mode == "compiled", sprintf("<= 1.05x python, 0 callbacks: %s", ifelse(cg_vs_python <= 1.05 & r_callbacks_per_step.customgrad == 0, "met", "MISSED")),
-  ifelse(n == 1, sprintf("<= 0.5x passthrough: %s", ifelse(cg_vs_passthrough <= 0.5, "met", "MISSED")),
-    ifelse(n == 1e6, sprintf("<= 1.3x python: %s", ifelse(cg_vs_python <= 1.3, "met", "MISSED")), "")
+wide$target <- with(
+  wide,
+  ifelse(
+    mode == "compiled",
+    sprintf(
+      "<= 1.05x python, 0 callbacks: %s",
+      ifelse(
+        cg_vs_python <= 1.05 & r_callbacks_per_step.customgrad == 0,
+        "met",
+        "MISSED"
+      )
+    ),
+    ifelse(
+      n == 1,
+      sprintf(
+        "<= 0.5x passthrough: %s",
+        ifelse(cg_vs_passthrough <= 0.5, "met", "MISSED")
+      ),
+      ifelse(
+        n == 1e6,
+        sprintf(
+          "<= 1.3x python: %s",
+          ifelse(cg_vs_python <= 1.3, "met", "MISSED")
+        ),
+        ""
+      )
+    )
   )
-))
-fmt <- function(x, digits = 0) formatC(x, format = "f", digits = digits, big.mark = ",")
+)
+fmt <- function(x, digits = 0) {
+  formatC(x, format = "f", digits = digits, big.mark = ",")
+}
 lines <- c(
-  sprintf("# Benchmark results (%s)", format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")),
+  sprintf(
+    "# Benchmark results (%s)",
+    format(Sys.time(), "%Y-%m-%d %H:%M UTC", tz = "UTC")
+  ),
   "",
-  sprintf("Median µs per step of `sum(log1pexp(x))` forward + backward, float32, %d repetitions after warm-up, implementations interleaved. Machine: %s, %d cores.", reps, R.version$platform, parallel::detectCores()),
+  sprintf(
+    "Median µs per step of `sum(log1pexp(x))` forward + backward, float32, %d repetitions after warm-up, implementations interleaved. Machine: %s, %d cores.",
+    reps,
+    R.version$platform,
+    parallel::detectCores()
+  ),
   "",
   "| backend | mode | n | pure Python | pass-through | customgrad | customgrad / Python | customgrad / pass-through | R callbacks per step | target |",
   "|---|---|---|---|---|---|---|---|---|---|"
 )
 for (i in seq_len(nrow(wide))) {
   w <- wide[i, ]
-  lines <- c(lines, sprintf(
-    "| %s | %s | %s | %s | %s | %s | %.2fx | %.2fx | %g | %s |",
-    w$backend, w$mode, format(w$n, scientific = w$n >= 1e6), fmt(w$median_us.python),
-    fmt(w$median_us.passthrough), fmt(w$median_us.customgrad), w$cg_vs_python,
-    w$cg_vs_passthrough, w$r_callbacks_per_step.customgrad, w$target
-  ))
+  lines <- c(
+    lines,
+    sprintf(
+      "| %s | %s | %s | %s | %s | %s | %.2fx | %.2fx | %g | %s |",
+      w$backend,
+      w$mode,
+      format(w$n, scientific = w$n >= 1e6),
+      fmt(w$median_us.python),
+      fmt(w$median_us.passthrough),
+      fmt(w$median_us.customgrad),
+      w$cg_vs_python,
+      w$cg_vs_passthrough,
+      w$r_callbacks_per_step.customgrad,
+      w$target
+    )
+  )
 }
-ops_wide <- stats::reshape(ops[c("backend", "op", "impl", "median_us")],
-  idvar = c("backend", "op"), timevar = "impl", direction = "wide"
+ops_wide <- stats::reshape(
+  ops[c("backend", "op", "impl", "median_us")],
+  idvar = c("backend", "op"),
+  timevar = "impl",
+  direction = "wide"
 )
 lines <- c(
-  lines, "",
+  lines,
+  "",
   "Per-op cost at n = 1, µs (target: customgrad at most 1.2x the cached callable):",
   "",
   "| backend | op | cached Python callable | customgrad | ratio | `keras$ops$...` with conversion |",
@@ -72,15 +143,22 @@ lines <- c(
 )
 for (i in seq_len(nrow(ops_wide))) {
   o <- ops_wide[i, ]
-  lines <- c(lines, sprintf(
-    "| %s | %s | %s | %s | %.2fx | %s |", o$backend,
-    if (o$op == "add") "`x + 1` / add" else "`op_exp(x)` / exp", fmt(o$median_us.direct),
-    fmt(o$median_us.customgrad), o$median_us.customgrad / o$median_us.direct,
-    fmt(o$median_us.reticulate_convert)
-  ))
+  lines <- c(
+    lines,
+    sprintf(
+      "| %s | %s | %s | %s | %.2fx | %s |",
+      o$backend,
+      if (o$op == "add") "`x + 1` / add" else "`op_exp(x)` / exp",
+      fmt(o$median_us.direct),
+      fmt(o$median_us.customgrad),
+      o$median_us.customgrad / o$median_us.direct,
+      fmt(o$median_us.reticulate_convert)
+    )
+  )
 }
 lines <- c(
-  lines, "",
+  lines,
+  "",
   "Memory: resident set size of the R process during eager customgrad steps (target: growth under 20 MB):",
   "",
   "| backend | n | steps | RSS at step 100 (MB) | RSS at last step (MB) | growth (MB) |",
@@ -88,34 +166,68 @@ lines <- c(
 )
 for (i in seq_len(nrow(memory))) {
   m <- memory[i, ]
-  lines <- c(lines, sprintf(
-    "| %s | %s | %s | %s | %s | %+.1f |", m$backend, format(m$n, scientific = m$n >= 1e6),
-    fmt(m$steps), fmt(m$rss_step100_mb, 1), fmt(m$rss_last_mb, 1), m$growth_mb
-  ))
+  lines <- c(
+    lines,
+    sprintf(
+      "| %s | %s | %s | %s | %s | %+.1f |",
+      m$backend,
+      format(m$n, scientific = m$n >= 1e6),
+      fmt(m$steps),
+      fmt(m$rss_step100_mb, 1),
+      fmt(m$rss_last_mb, 1),
+      m$growth_mb
+    )
+  )
 }
 writeLines(lines, file.path(results, "latest.md"))
 
 # --- plot: time vs n, log-log, one panel per backend -------------------------
-grDevices::png(file.path(results, "latest.png"), width = 1500, height = 520, res = 110)
+grDevices::png(
+  file.path(results, "latest.png"),
+  width = 1500,
+  height = 520,
+  res = 110
+)
 graphics::par(mfrow = c(1, 3), mar = c(4.5, 4.5, 3, 1))
-colours <- c(python = "black", passthrough = "firebrick", customgrad = "steelblue")
+colours <- c(
+  python = "black",
+  passthrough = "firebrick",
+  customgrad = "steelblue"
+)
 for (b in backends) {
   d <- steps[steps$backend == b, ]
-  graphics::plot(NA,
-    log = "xy", xlim = range(d$n), ylim = range(c(d$p10_us, d$p90_us)),
-    xlab = "n (elements)", ylab = "µs per step (median)", main = b
+  graphics::plot(
+    NA,
+    log = "xy",
+    xlim = range(d$n),
+    ylim = range(c(d$p10_us, d$p90_us)),
+    xlab = "n (elements)",
+    ylab = "µs per step (median)",
+    main = b
   )
   for (impl in names(colours)) {
     for (mode in c("eager", "compiled")) {
       s <- d[d$impl == impl & d$mode == mode, ]
-      if (nrow(s) == 0) next
-      graphics::lines(s$n, s$median_us, col = colours[[impl]], lty = if (mode == "eager") 1 else 2, lwd = 2)
+      if (nrow(s) == 0) {
+        next
+      }
+      graphics::lines(
+        s$n,
+        s$median_us,
+        col = colours[[impl]],
+        lty = if (mode == "eager") 1 else 2,
+        lwd = 2
+      )
       graphics::points(s$n, s$median_us, col = colours[[impl]], pch = 19)
     }
   }
-  graphics::legend("topleft",
-    legend = c(names(colours), "eager", "compiled"), bty = "n",
-    col = c(colours, "grey40", "grey40"), lty = c(1, 1, 1, 1, 2), lwd = 2
+  graphics::legend(
+    "topleft",
+    legend = c(names(colours), "eager", "compiled"),
+    bty = "n",
+    col = c(colours, "grey40", "grey40"),
+    lty = c(1, 1, 1, 1, 2),
+    lwd = 2
   )
 }
 grDevices::dev.off()

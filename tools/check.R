@@ -13,7 +13,9 @@ run <- function(args, wd = ".") {
   old <- setwd(wd)
   on.exit(setwd(old))
   status <- system2(file.path(R.home("bin"), "R"), args, env = env)
-  if (status != 0) stop("R ", paste(args, collapse = " "), " failed (status ", status, ")")
+  if (status != 0) {
+    stop("R ", paste(args, collapse = " "), " failed (status ", status, ")")
+  }
 }
 run(c("CMD", "build", "."))
 desc <- read.dcf("DESCRIPTION", fields = c("Package", "Version"))
@@ -29,12 +31,26 @@ status <- tryCatch(
   error = function(e) 1
 )
 log <- readLines(file.path("check", "customgrad.Rcheck", "00check.log"))
-problems <- grep("\\.\\.\\. (ERROR|WARNING|NOTE)$|^\\* .*\\.\\.\\.\\s*$", log, value = TRUE)
+problems <- grep(
+  "\\.\\.\\. (ERROR|WARNING|NOTE)$|^\\* .*\\.\\.\\.\\s*$",
+  log,
+  value = TRUE
+)
 errors <- grep("(ERROR|WARNING)$", log, value = TRUE)
 notes <- grep("NOTE$", log, value = TRUE)
-unexplained <- notes[!vapply(notes, function(n) any(vapply(allowed, grepl, TRUE, x = n)), TRUE)]
+unexplained <- notes[
+  !vapply(notes, function(n) any(vapply(allowed, grepl, TRUE, x = n)), TRUE)
+]
 if (length(errors) || length(unexplained) || status != 0) {
-  cat("\nR CMD check problems:\n", paste0("  ", c(errors, unexplained), "\n"), sep = "")
+  cat(
+    "\nR CMD check problems:\n",
+    paste0("  ", c(errors, unexplained), "\n"),
+    sep = ""
+  )
   quit(status = 1)
 }
-cat("\nR CMD check: clean", if (length(notes)) sprintf("(%d accepted NOTE(s))", length(notes)), "\n")
+cat(
+  "\nR CMD check: clean",
+  if (length(notes)) sprintf("(%d accepted NOTE(s))", length(notes)),
+  "\n"
+)

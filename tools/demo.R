@@ -15,7 +15,8 @@ log1pexp <- op_custom_gradient(\(x) {
 
 # d/dx f(x) at x, with the active backend's own gradient machinery.
 native_gradient <- function(f, x) {
-  switch(config_backend(),
+  switch(
+    config_backend(),
     tensorflow = {
       tf <- reticulate::import("tensorflow", convert = FALSE)
       x <- tf$constant(x)
@@ -38,4 +39,6 @@ native_gradient <- function(f, x) {
 
 g <- as.numeric(native_gradient(log1pexp, 100))
 cat(sprintf("%s: d/dx log1pexp(100) = %s\n", config_backend(), format(g)))
-if (!identical(g, 1)) quit(status = 1)
+if (!identical(g, 1)) {
+  quit(status = 1)
+}

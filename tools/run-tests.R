@@ -4,21 +4,31 @@
 # run is a failure there, never a pass.
 # Usage: Rscript tools/run-tests.R tensorflow jax torch
 backends <- commandArgs(trailingOnly = TRUE)
-python <- file.path(tools::R_user_dir("customgrad", "data"), "venv", "bin", "python")
+python <- file.path(
+  tools::R_user_dir("customgrad", "data"),
+  "venv",
+  "bin",
+  "python"
+)
 ci <- identical(Sys.getenv("CI"), "true")
 
 totals <- c(passed = 0, failed = 0, skipped = 0)
 add <- function(counts, what) {
   cat(sprintf(
     "-- %s: %d passed, %d failed, %d skipped\n",
-    what, counts[[1]], counts[[2]], counts[[3]]
+    what,
+    counts[[1]],
+    counts[[2]],
+    counts[[3]]
   ))
   totals <<- totals + counts
 }
 
 for (backend in backends) {
   counts_file <- tempfile()
-  status <- system2("Rscript", c("tools/test-backend.R", backend, counts_file),
+  status <- system2(
+    "Rscript",
+    c("tools/test-backend.R", backend, counts_file),
     env = paste0("KERAS_BACKEND=", backend)
   )
   counts <- if (file.exists(counts_file)) {
@@ -26,23 +36,36 @@ for (backend in backends) {
   } else {
     c(0, 1, 0) # the R process died: count it as a failure
   }
-  if (status != 0 && counts[[2]] == 0) counts[[2]] <- 1
+  if (status != 0 && counts[[2]] == 0) {
+    counts[[2]] <- 1
+  }
   add(counts, paste("testthat", backend))
 }
 
 for (backend in backends) {
   cat(sprintf("\n== pytest on %s ==\n", backend))
   junit <- tempfile(fileext = ".xml")
-  system2(python, c(
-    "-m", "pytest", "-q", "-p", "no:cacheprovider", "inst/python/tests",
-    paste0("--junitxml=", junit)
-  ), env = paste0("KERAS_BACKEND=", backend))
+  system2(
+    python,
+    c(
+      "-m",
+      "pytest",
+      "-q",
+      "-p",
+      "no:cacheprovider",
+      "inst/python/tests",
+      paste0("--junitxml=", junit)
+    ),
+    env = paste0("KERAS_BACKEND=", backend)
+  )
   counts <- c(0, 1, 0)
   if (file.exists(junit)) {
     xml <- paste(readLines(junit, warn = FALSE), collapse = "\n")
     attr_of <- function(name) {
       as.numeric(sub(
-        paste0('.*<testsuite [^>]*\\b', name, '="([0-9]+)".*'), "\\1", xml
+        paste0('.*<testsuite [^>]*\\b', name, '="([0-9]+)".*'),
+        "\\1",
+        xml
       ))
     }
     tests <- attr_of("tests")
@@ -55,9 +78,13 @@ for (backend in backends) {
 
 cat(sprintf(
   "\n%d passed, %d failed, %d skipped\n",
-  totals[["passed"]], totals[["failed"]], totals[["skipped"]]
+  totals[["passed"]],
+  totals[["failed"]],
+  totals[["skipped"]]
 ))
 if (totals[["failed"]] > 0 || (ci && totals[["skipped"]] > 0)) {
-  if (ci && totals[["skipped"]] > 0) cat("CI=true: skipped tests count as failures.\n")
+  if (ci && totals[["skipped"]] > 0) {
+    cat("CI=true: skipped tests count as failures.\n")
+  }
   quit(status = 1)
 }

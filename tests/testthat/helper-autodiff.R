@@ -35,11 +35,16 @@ grad_values <- function(x) as.vector(as.array(x))
 # elsewhere), Keras' promotion of float64 results, and Keras' float type.
 float64_state <- function() {
   jax_x64 <- if (config_backend() == "jax") {
-    reticulate::py_to_r(reticulate::import("jax", convert = FALSE)$config$jax_enable_x64)
+    reticulate::py_to_r(
+      reticulate::import("jax", convert = FALSE)$config$jax_enable_x64
+    )
   } else {
     NA
   }
-  dtypes <- reticulate::import("keras.src.backend.common.dtypes", convert = FALSE)
+  dtypes <- reticulate::import(
+    "keras.src.backend.common.dtypes",
+    convert = FALSE
+  )
   list(
     jax_x64 = jax_x64,
     promotion = reticulate::py_to_r(dtypes$BIT64_TO_BIT32_DTYPE$get("float64")),

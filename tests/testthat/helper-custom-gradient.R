@@ -32,14 +32,17 @@ as_values <- function(t, like) {
 # like the arguments. Arguments are R numbers, arrays or nested lists.
 native_grads <- function(loss, ...) {
   args <- list(...)
-  switch(config_backend(),
+  switch(
+    config_backend(),
     tensorflow = {
       tf <- reticulate::import("tensorflow", convert = FALSE)
       targs <- map_leaves(args, function(a) tf$constant(a, dtype = "float32"))
       leaves <- leaves_of(targs)
       tape <- tf$GradientTape()
       tape$`__enter__`()
-      for (leaf in leaves) tape$watch(leaf)
+      for (leaf in leaves) {
+        tape$watch(leaf)
+      }
       y <- do.call(loss, targs)
       tape$`__exit__`(NULL, NULL, NULL)
       grads <- reticulate::py_to_r(tape$gradient(y, leaves))
@@ -68,7 +71,11 @@ native_grads <- function(loss, ...) {
 
 # Compare values ignoring array dims where `expected` has none.
 expect_values <- function(object, expected, tolerance = 1e-5) {
-  testthat::expect_equal(as.vector(object), as.vector(expected), tolerance = tolerance)
+  testthat::expect_equal(
+    as.vector(object),
+    as.vector(expected),
+    tolerance = tolerance
+  )
 }
 
 # Run `expr` (a call into Python that ends in customgrad code) the way

@@ -3,7 +3,8 @@
 
 # d sum(f(x)) / dx, as an R array; `x` an R number or array.
 native_grad <- function(f, x, ...) {
-  switch(config_backend(),
+  switch(
+    config_backend(),
     tensorflow = {
       tf <- reticulate::import("tensorflow", convert = FALSE)
       x <- tf$constant(x, dtype = "float32")

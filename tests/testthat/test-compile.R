@@ -14,7 +14,11 @@ test_that("op_compile() runs R once on TensorFlow and JAX, every call on torch",
   expect_identical(runs, if (config_backend() == "torch") 4 else 1)
   # A new input shape is traced again.
   runs <- 0
-  expect_tensor(fc(c(0.1, 0.2, 0.3), c(1, 1, 1)), sum(exp(c(0.1, 0.2, 0.3))), tolerance = 1e-6)
+  expect_tensor(
+    fc(c(0.1, 0.2, 0.3), c(1, 1, 1)),
+    sum(exp(c(0.1, 0.2, 0.3))),
+    tolerance = 1e-6
+  )
   fc(c(0.4, 0.5, 0.6), c(1, 1, 1))
   expect_identical(runs, if (config_backend() == "torch") 2 else 1)
 })
@@ -40,7 +44,9 @@ test_that("op_compile() of op_grad() is a compiled gradient", {
 
 test_that("op_compile() keeps nested lists, names and argument names", {
   skip_if_no_backend()
-  f <- function(x, p) list(z = sin(x) * p$scale, a = p$shift, both = list(x, p$shift))
+  f <- function(x, p) {
+    list(z = sin(x) * p$scale, a = p$shift, both = list(x, p$shift))
+  }
   fc <- op_compile(f)
   p <- list(scale = 2, shift = c(1, 2))
   out <- fc(c(0.5, 1), p)
@@ -49,7 +55,11 @@ test_that("op_compile() keeps nested lists, names and argument names", {
   expect_tensor(out$a, c(1, 2))
   expect_length(out$both, 2)
   # Named arguments, in any order; an argument called `x` too.
-  expect_tensor(fc(p = p, x = c(0.5, 1))$z, 2 * sin(c(0.5, 1)), tolerance = 1e-6)
+  expect_tensor(
+    fc(p = p, x = c(0.5, 1))$z,
+    2 * sin(c(0.5, 1)),
+    tolerance = 1e-6
+  )
   # R integers and logicals keep their type.
   out <- op_compile(function(i, b) list(i * 2L, b))(1:3, c(TRUE, FALSE))
   expect_identical(customgrad:::tensor_dtype(out[[1]]), "int32")
@@ -59,7 +69,9 @@ test_that("op_compile() keeps nested lists, names and argument names", {
 
 test_that("errors in f reach the caller of a compiled function", {
   skip_if_no_backend()
-  fc <- op_compile(function(x) rlang::abort("f failed on purpose", class = "my_error"))
+  fc <- op_compile(function(x) {
+    rlang::abort("f failed on purpose", class = "my_error")
+  })
   expect_error(fc(1), "f failed on purpose", class = "my_error")
   expect_snapshot(op_compile(1), error = TRUE)
   fc <- op_compile(function(x) x)

@@ -11,7 +11,9 @@ test_that("an R error in f reaches the caller as the original condition", {
 test_that("an R error in grad is never a NaN gradient", {
   skip_if_no_backend()
   h <- op_custom_gradient(function(x) {
-    tuple(x * 2, function(upstream) rlang::abort("grad failed on purpose", class = "my_grad_error"))
+    tuple(x * 2, function(upstream) {
+      rlang::abort("grad failed on purpose", class = "my_grad_error")
+    })
   })
   expect_error(native_grad(h, 1), "grad failed on purpose")
   expect_error(customgrad_call(native_grad(h, 1)), class = "my_grad_error")
@@ -21,7 +23,11 @@ test_that("f must return tuple(value, grad)", {
   skip_if_no_backend()
   value_only <- op_custom_gradient(function(x) x * 2)
   expect_error(value_only(1), class = "customgrad_error_f_result")
-  expect_error(native_grad(value_only, 1), "must return `tuple(value, grad)`", fixed = TRUE)
+  expect_error(
+    native_grad(value_only, 1),
+    "must return `tuple(value, grad)`",
+    fixed = TRUE
+  )
   three <- op_custom_gradient(function(x) list(x, function(u) u, 3))
   expect_snapshot(three(1), error = TRUE)
   not_fun <- op_custom_gradient(function(x) tuple(x, 1))
@@ -39,7 +45,11 @@ test_that("a wrong number of gradients is a classed error naming both counts", {
     customgrad_call(native_grads(h, 1, 2)),
     class = "customgrad_error_grad_count"
   )
-  expect_match(conditionMessage(err), "must return 2 gradients, one per input of `f`, but it returned 3", fixed = TRUE)
+  expect_match(
+    conditionMessage(err),
+    "must return 2 gradients, one per input of `f`, but it returned 3",
+    fixed = TRUE
+  )
 })
 
 test_that("a gradient of the wrong shape is a classed error naming both shapes", {
@@ -51,8 +61,14 @@ test_that("a gradient of the wrong shape is a classed error naming both shapes",
     customgrad_call(native_grad(h, matrix(1, 2, 2))),
     class = "customgrad_error_grad_shape"
   )
-  expect_match(conditionMessage(err), "The gradient for input 1 has shape (3), but input 1 has shape (2, 2)", fixed = TRUE)
-  bad_nest <- op_custom_gradient(function(xs) tuple(sum(xs[[1]]), function(u) list(list(u, u, u))))
+  expect_match(
+    conditionMessage(err),
+    "The gradient for input 1 has shape (3), but input 1 has shape (2, 2)",
+    fixed = TRUE
+  )
+  bad_nest <- op_custom_gradient(function(xs) {
+    tuple(sum(xs[[1]]), function(u) list(list(u, u, u)))
+  })
   expect_error(
     customgrad_call(native_grads(bad_nest, list(1, 2))),
     class = "customgrad_error_grad_structure"
@@ -69,7 +85,8 @@ test_that("R is never entered from a non-main Python thread", {
   h(1)
   calls <- 0
   py_h <- environment(h)$.customgrad_state$py
-  run_in_thread <- reticulate::py_run_string("
+  run_in_thread <- reticulate::py_run_string(
+    "
 import threading
 def run_in_thread(fn, x):
     out = {}
@@ -82,7 +99,9 @@ def run_in_thread(fn, x):
     t.start()
     t.join()
     return out.get('error')
-", convert = FALSE)$run_in_thread
+",
+    convert = FALSE
+  )$run_in_thread
   err <- reticulate::py_call(run_in_thread, py_h, 1)
   expect_identical(calls, 0)
   expect_true(inherits(err, "customgrad.errors.ThreadError"))

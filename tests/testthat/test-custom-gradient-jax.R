@@ -32,9 +32,12 @@ test_that("jax.grad(jax.grad(h)) differentiates the rule again", {
 test_that("JAX gets zeros, with the input's dtype, for a NULL gradient", {
   skip_unless_backend("jax")
   jax <- reticulate::import("jax")
-  h <- op_custom_gradient(function(x, y) tuple(x * y, function(g) list(g * y, NULL)))
+  h <- op_custom_gradient(function(x, y) {
+    tuple(x * y, function(g) list(g * y, NULL))
+  })
   g <- jax$grad(function(x, y) sum(h(x, y)), argnums = list(0L, 1L))(
-    op_convert_to_tensor(c(1, 2)), op_convert_to_tensor(c(3, 4))
+    op_convert_to_tensor(c(1, 2)),
+    op_convert_to_tensor(c(3, 4))
   )
   expect_values(as.array(g[[1]]), c(3, 4))
   expect_values(as.array(g[[2]]), c(0, 0))

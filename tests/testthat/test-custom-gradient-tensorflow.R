@@ -57,14 +57,19 @@ test_that("a variable read in f with a grad lacking `variables` is a classed err
   skip_unless_backend("tensorflow")
   tf <- reticulate::import("tensorflow", convert = FALSE)
   w <- tf$Variable(2, dtype = "float32")
-  h <- op_custom_gradient(function(x) tuple(x * w, function(upstream) upstream * w))
+  h <- op_custom_gradient(function(x) {
+    tuple(x * w, function(upstream) upstream * w)
+  })
   x <- tf$constant(3, dtype = "float32")
   tape <- tf$GradientTape()
   tape$`__enter__`()
   tape$watch(x)
   y <- h(x)
   tape$`__exit__`(NULL, NULL, NULL)
-  err <- expect_error(customgrad_call(tape$gradient(y, x)), class = "customgrad_error_grad_variables")
+  err <- expect_error(
+    customgrad_call(tape$gradient(y, x)),
+    class = "customgrad_error_grad_variables"
+  )
   expect_match(conditionMessage(err), "read 1 TensorFlow variable")
 })
 
@@ -79,14 +84,17 @@ test_that("inside tf.function R runs only while tracing", {
       upstream * 3 * x^2
     })
   })
-  step <- tf$`function`(function(x) {
-    tape <- tf$GradientTape()
-    tape$`__enter__`()
-    tape$watch(x)
-    y <- tf$reduce_sum(h(x))
-    tape$`__exit__`(NULL, NULL, NULL)
-    tape$gradient(y, x)
-  }, autograph = FALSE)
+  step <- tf$`function`(
+    function(x) {
+      tape <- tf$GradientTape()
+      tape$`__enter__`()
+      tape$watch(x)
+      y <- tf$reduce_sum(h(x))
+      tape$`__exit__`(NULL, NULL, NULL)
+      tape$gradient(y, x)
+    },
+    autograph = FALSE
+  )
   for (v in 1:3) {
     g <- reticulate::py_call(step, tf$constant(c(v, 2), dtype = "float32"))
     expect_values(as.array(g), 3 * c(v, 2)^2)
@@ -97,7 +105,9 @@ test_that("inside tf.function R runs only while tracing", {
 test_that("nested GradientTapes differentiate the gradient again", {
   skip_unless_backend("tensorflow")
   tf <- reticulate::import("tensorflow", convert = FALSE)
-  cube <- op_custom_gradient(function(x) tuple(x^3, function(upstream) upstream * 3 * x^2))
+  cube <- op_custom_gradient(function(x) {
+    tuple(x^3, function(upstream) upstream * 3 * x^2)
+  })
   x <- tf$constant(c(1, 2), dtype = "float32")
   outer <- tf$GradientTape()
   outer$`__enter__`()

@@ -5,7 +5,9 @@ test_that("several outputs work on torch (keras' own wrapper takes one)", {
   skip_unless_backend("torch")
   torch <- reticulate::import("torch", convert = FALSE)
   h <- op_custom_gradient(function(x) {
-    tuple(list(x * 2, x^2), function(upstream) upstream[[1]] * 2 + upstream[[2]] * 2 * x)
+    tuple(list(x * 2, x^2), function(upstream) {
+      upstream[[1]] * 2 + upstream[[2]] * 2 * x
+    })
   })
   x <- torch$tensor(c(1, 3), requires_grad = TRUE)
   out <- h(x)
@@ -30,9 +32,15 @@ test_that("an f that returns only a value fails instead of training on NaN", {
 test_that("create_graph = TRUE differentiates the gradient again", {
   skip_unless_backend("torch")
   torch <- reticulate::import("torch", convert = FALSE)
-  cube <- op_custom_gradient(function(x) tuple(x^3, function(..., upstream) upstream * 3 * ..1^2))
+  cube <- op_custom_gradient(function(x) {
+    tuple(x^3, function(..., upstream) upstream * 3 * ..1^2)
+  })
   x <- torch$tensor(c(1, 2), requires_grad = TRUE)
-  dy <- reticulate::py_to_r(torch$autograd$grad(cube(x)$sum(), x, create_graph = TRUE))[[1]]
+  dy <- reticulate::py_to_r(torch$autograd$grad(
+    cube(x)$sum(),
+    x,
+    create_graph = TRUE
+  ))[[1]]
   expect_values(as.array(dy$detach()), 3 * c(1, 2)^2)
   d2y <- reticulate::py_to_r(torch$autograd$grad(dy$sum(), x))[[1]]
   expect_values(as.array(d2y), 6 * c(1, 2))
@@ -41,7 +49,9 @@ test_that("create_graph = TRUE differentiates the gradient again", {
 test_that("backward leaves the inputs' other gradients alone", {
   skip_unless_backend("torch")
   torch <- reticulate::import("torch", convert = FALSE)
-  h <- op_custom_gradient(function(x, y) tuple(x * y, function(upstream) list(upstream * y, NULL)))
+  h <- op_custom_gradient(function(x, y) {
+    tuple(x * y, function(upstream) list(upstream * y, NULL))
+  })
   x <- torch$tensor(c(1, 2), requires_grad = TRUE)
   y <- torch$tensor(c(3, 4), requires_grad = TRUE)
   h(x, y)$sum()$backward()

@@ -11,7 +11,11 @@ test_that("log1pexp: value and a gradient of exactly 1 at x = 100", {
   skip_if_no_backend()
   expect_tensor(log1pexp(2), log1p(exp(2)))
   expect_equal(native_grad(log1pexp, 100), array(1))
-  expect_equal(native_grad(log1pexp, c(0, 1)), array(plogis(c(0, 1))), tolerance = 1e-6)
+  expect_equal(
+    native_grad(log1pexp, c(0, 1)),
+    array(plogis(c(0, 1))),
+    tolerance = 1e-6
+  )
   # The naive formula's gradient is NaN there: the custom one is needed.
   naive <- function(x) op_log(1 + op_exp(x))
   expect_true(is.nan(native_grad(naive, 100)))
@@ -95,7 +99,9 @@ test_that("several and nested outputs: upstream has the value's structure", {
 test_that("an unused output gets a zero upstream", {
   skip_if_no_backend()
   h <- op_custom_gradient(function(x) {
-    tuple(list(x * 2, x * 3), function(upstream) upstream[[1]] * 2 + upstream[[2]] * 3)
+    tuple(list(x * 2, x * 3), function(upstream) {
+      upstream[[1]] * 2 + upstream[[2]] * 3
+    })
   })
   expect_values(native_grad(function(x) h(x)[[1]], c(1, 2)), c(2, 2))
 })
@@ -105,7 +111,10 @@ test_that("nested inputs: the gradient mirrors their structure", {
   h <- op_custom_gradient(function(xs, w) {
     value <- sum(xs[[1]] * w) + sum(xs[[2]]$b * 2)
     grad <- function(upstream) {
-      list(list(upstream * w, list(b = upstream * 2 + 0 * xs[[2]]$b)), upstream * xs[[1]])
+      list(
+        list(upstream * w, list(b = upstream * 2 + 0 * xs[[2]]$b)),
+        upstream * xs[[1]]
+      )
     }
     tuple(value, grad)
   })
@@ -115,7 +124,9 @@ test_that("nested inputs: the gradient mirrors their structure", {
   expect_values(g[[2]], c(1, 2))
   # One nested input: its gradient may leave out the outer list.
   one <- op_custom_gradient(function(xs) {
-    tuple(sum(xs[[1]]) + sum(xs[[2]]), function(upstream) list(upstream + 0 * xs[[1]], upstream * 2 + 0 * xs[[2]]))
+    tuple(sum(xs[[1]]) + sum(xs[[2]]), function(upstream) {
+      list(upstream + 0 * xs[[1]], upstream * 2 + 0 * xs[[2]])
+    })
   })
   g <- native_grads(one, list(c(1, 2), 3))
   expect_values(g[[1]][[1]], c(1, 1))
@@ -140,7 +151,9 @@ test_that("non-tensor inputs become tensors of Keras' float type", {
 
 test_that("reentrant: h inside another custom gradient's f and grad", {
   skip_if_no_backend()
-  square <- op_custom_gradient(function(x) tuple(x^2, function(upstream) upstream * 2 * x))
+  square <- op_custom_gradient(function(x) {
+    tuple(x^2, function(upstream) upstream * 2 * x)
+  })
   outer <- op_custom_gradient(function(x) {
     value <- square(x) + square(x * 2) # 5 x^2
     grad <- function(upstream) upstream * (square(x + 1) - square(x - 1)) * 2.5 # 10 x
@@ -153,7 +166,9 @@ test_that("reentrant: h inside another custom gradient's f and grad", {
 })
 
 test_that("op_custom_gradient() returns a function with f's arguments", {
-  h <- op_custom_gradient(function(x, y = 2) tuple(x, function(upstream) upstream))
+  h <- op_custom_gradient(function(x, y = 2) {
+    tuple(x, function(upstream) upstream)
+  })
   expect_identical(names(formals(h)), c("x", "y"))
   expect_output(print(h), "<customgrad function>(x, y)", fixed = TRUE)
   expect_error(op_custom_gradient(1), class = "customgrad_error_not_function")
@@ -190,6 +205,9 @@ test_that("handed to Python, a custom-gradient function is its Python callable",
   py_h <- reticulate::r_to_py(h)
   expect_false(inherits(py_h, "function"))
   apply_twice <- reticulate::py_eval("lambda f, x: f(f(x))", convert = FALSE)
-  expect_tensor(reticulate::py_call(apply_twice, h, op_convert_to_tensor(2)), 18)
+  expect_tensor(
+    reticulate::py_call(apply_twice, h, op_convert_to_tensor(2)),
+    18
+  )
   expect_identical(calls, 2)
 })

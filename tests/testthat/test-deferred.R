@@ -21,7 +21,11 @@ test_that("ops inside f are recorded, and outside f they run at once", {
   expect_tensor(h(c(0, 1)), 2 * exp(c(0, 1)))
   expect_identical(seen, "customgrad_deferred")
   expect_true(inherits(op_exp(1), "python.builtin.object"))
-  expect_equal(as.vector(native_grad(h, c(0, 1))), 2 * exp(c(0, 1)), tolerance = 1e-6)
+  expect_equal(
+    as.vector(native_grad(h, c(0, 1))),
+    2 * exp(c(0, 1)),
+    tolerance = 1e-6
+  )
 })
 
 test_that("recorded and eager ops give the same values and gradients", {
@@ -31,7 +35,10 @@ test_that("recorded and eager ops give the same values and gradients", {
     m <- op_matmul(op_transpose(x), op_tanh(y))
     value <- op_mean(m) + op_max(s) - op_sqrt(op_square(s[1]) + 1)
     grad <- function(upstream) {
-      list(upstream * op_cos(x) / 2, upstream * op_sigmoid(y) - 1 / (1 + op_abs(y)))
+      list(
+        upstream * op_cos(x) / 2,
+        upstream * op_sigmoid(y) - 1 / (1 + op_abs(y))
+      )
     }
     tuple(value, grad)
   }
@@ -42,9 +49,21 @@ test_that("recorded and eager ops give the same values and gradients", {
     list(customgrad.defer_ops = FALSE),
     op_value_and_grad(op_custom_gradient(f), wrt = 1:2)(x, y)
   )
-  expect_equal(as.vector(deferred[[1]]), as.vector(eager[[1]]), tolerance = 1e-6)
-  expect_equal(as.array(deferred[[2]][[1]]), as.array(eager[[2]][[1]]), tolerance = 1e-6)
-  expect_equal(as.array(deferred[[2]][[2]]), as.array(eager[[2]][[2]]), tolerance = 1e-6)
+  expect_equal(
+    as.vector(deferred[[1]]),
+    as.vector(eager[[1]]),
+    tolerance = 1e-6
+  )
+  expect_equal(
+    as.array(deferred[[2]][[1]]),
+    as.array(eager[[2]][[1]]),
+    tolerance = 1e-6
+  )
+  expect_equal(
+    as.array(deferred[[2]][[2]]),
+    as.array(eager[[2]][[2]]),
+    tolerance = 1e-6
+  )
   expect_equal(as.array(eager[[2]][[1]]), cos(x) / 2, tolerance = 1e-6)
 })
 
@@ -66,7 +85,11 @@ test_that("a recorded op's value can be read inside f", {
   expect_equal(as.vector(seen$values), exp(c(0, 1)) + 1, tolerance = 1e-6)
   expect_false(is.null(seen$shape))
   expect_match(seen$printed[[1]], "tensor, shape \\(2\\)")
-  expect_equal(as.vector(native_grad(h, c(0, 1))), 2 * exp(c(0, 1)), tolerance = 1e-6)
+  expect_equal(
+    as.vector(native_grad(h, c(0, 1))),
+    2 * exp(c(0, 1)),
+    tolerance = 1e-6
+  )
 })
 
 test_that("ops that are not recorded take recorded inputs", {
@@ -122,7 +145,11 @@ test_that("grad recorded during forward gives the gradient without R", {
       upstream * (1 - 1 / (1 + e))
     })
   })
-  expect_equal(as.vector(native_grad(h, c(-1, 0, 100))), c(plogis(-1), 0.5, 1), tolerance = 1e-6)
+  expect_equal(
+    as.vector(native_grad(h, c(-1, 0, 100))),
+    c(plogis(-1), 0.5, 1),
+    tolerance = 1e-6
+  )
   # grad ran once, whether recorded ahead or called in backward
   expect_identical(calls, 1)
 })
@@ -146,7 +173,9 @@ test_that("grad that needs upstream's value runs in the backward pass", {
 test_that("an error in grad surfaces in the backward pass, not in forward", {
   skip_if_no_backend()
   h <- op_custom_gradient(function(x) {
-    tuple(x * 2, function(upstream) rlang::abort("grad failed on purpose", class = "my_grad_error"))
+    tuple(x * 2, function(upstream) {
+      rlang::abort("grad failed on purpose", class = "my_grad_error")
+    })
   })
   expect_tensor(h(c(1, 2)), c(2, 4))
   expect_error(
@@ -162,7 +191,10 @@ test_that("f's values that grad uses are those of the same call", {
   g <- op_grad(function(x, y) op_sum(h(x)) + op_sum(h(y) * 3))
   grads <- g(c(-2, 0), c(1, 5))
   expect_equal(as.vector(grads), plogis(c(-2, 0)), tolerance = 1e-6)
-  both <- op_grad(function(x, y) op_sum(h(x)) + op_sum(h(y) * 3), wrt = 1:2)(c(-2, 0), c(1, 5))
+  both <- op_grad(function(x, y) op_sum(h(x)) + op_sum(h(y) * 3), wrt = 1:2)(
+    c(-2, 0),
+    c(1, 5)
+  )
   expect_equal(as.vector(both[[2]]), 3 * plogis(c(1, 5)), tolerance = 1e-6)
 })
 
@@ -178,5 +210,9 @@ test_that("R functions that Python calls inside f run their ops at once", {
     tuple(doubled + 1, function(upstream) upstream * 2 * op_exp(x))
   })
   expect_tensor(h(c(0, 1, 2)), 2 * exp(c(0, 1, 2)) + 1, tolerance = 1e-5)
-  expect_equal(as.vector(native_grad(h, c(0, 1))), 2 * exp(c(0, 1)), tolerance = 1e-5)
+  expect_equal(
+    as.vector(native_grad(h, c(0, 1))),
+    2 * exp(c(0, 1)),
+    tolerance = 1e-5
+  )
 })

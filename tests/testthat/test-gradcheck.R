@@ -2,7 +2,17 @@ test_that("gradcheck() passes a right custom gradient", {
   skip_if_no_backend()
   result <- gradcheck(new_log1pexp(), c(-2, 0, 3))
   expect_s3_class(result, c("customgrad_gradcheck", "data.frame"))
-  expect_named(result, c("argument", "elements", "failed", "max_abs_error", "max_rel_error", "pass"))
+  expect_named(
+    result,
+    c(
+      "argument",
+      "elements",
+      "failed",
+      "max_abs_error",
+      "max_rel_error",
+      "pass"
+    )
+  )
   expect_true(attr(result, "pass"))
   expect_identical(result$argument, "x")
   expect_identical(result$elements, 3L)
@@ -26,7 +36,10 @@ test_that("gradcheck() catches a wrong custom gradient", {
   # Both are weighted by the same weight for x[2]: their ratio is tan(1).
   expect_equal(worst$autodiff / worst$numeric, tan(1), tolerance = 1e-6)
   expect_output(print(result), "Worst element: x\\[2\\]")
-  err <- expect_error(gradcheck(bad_sin, c(0.5, 1), error = TRUE), class = "customgrad_error_gradcheck")
+  err <- expect_error(
+    gradcheck(bad_sin, c(0.5, 1), error = TRUE),
+    class = "customgrad_error_gradcheck"
+  )
   expect_s3_class(err$result, "customgrad_gradcheck")
   # A scalar: the weights are 1, so the values are the derivatives.
   scalar <- attr(gradcheck(bad_sin, 0.5), "worst")
@@ -42,14 +55,20 @@ test_that("gradcheck() names the worst element of a matrix by its R index", {
   off <- matrix(0, 2, 3)
   off[2, 3] <- 1
   wrong_at_2_3 <- op_custom_gradient(function(m) {
-    tuple(sum(m^2), function(..., upstream = NULL) (upstream %||% ..1) * (2 * m + off))
+    tuple(sum(m^2), function(..., upstream = NULL) {
+      (upstream %||% ..1) * (2 * m + off)
+    })
   })
   m <- matrix(c(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), 2)
   result <- gradcheck(wrong_at_2_3, m)
   expect_identical(result$failed, 1L)
   expect_identical(attr(result, "worst")$element, "m[2, 3]")
   expect_equal(attr(result, "worst")$numeric, 2 * m[2, 3], tolerance = 1e-8)
-  expect_equal(attr(result, "worst")$autodiff, 2 * m[2, 3] + 1, tolerance = 1e-10)
+  expect_equal(
+    attr(result, "worst")$autodiff,
+    2 * m[2, 3] + 1,
+    tolerance = 1e-10
+  )
 })
 
 test_that("gradcheck() checks several and nested inputs", {
@@ -69,18 +88,32 @@ test_that("gradcheck() checks several and nested inputs", {
   expect_identical(result$pass, c(TRUE, FALSE))
   expect_match(attr(result, "worst")$element, "^p\\$inner\\$w\\[[12]\\]$")
   err <- expect_error(
-    gradcheck(g, c(1, 2), list(b = 3, inner = list(w = c(0.3, 0.7))), error = TRUE),
+    gradcheck(
+      g,
+      c(1, 2),
+      list(b = 3, inner = list(w = c(0.3, 0.7))),
+      error = TRUE
+    ),
     class = "customgrad_error_gradcheck"
   )
-  expect_match(conditionMessage(err), "Failing input: `p` (2 of 3 elements)", fixed = TRUE)
+  expect_match(
+    conditionMessage(err),
+    "Failing input: `p` (2 of 3 elements)",
+    fixed = TRUE
+  )
 })
 
 test_that("gradcheck() checks functions with vector and list values", {
   skip_if_no_backend()
-  expect_true(attr(gradcheck(function(x) list(a = exp(x), b = x^2), c(0.1, 0.2)), "pass"))
+  expect_true(attr(
+    gradcheck(function(x) list(a = exp(x), b = x^2), c(0.1, 0.2)),
+    "pass"
+  ))
   # A wrong rule on one output of several is caught.
   wrong_second <- op_custom_gradient(function(x) {
-    tuple(list(x * 2, x^2), function(upstream) upstream[[1]] * 2 + upstream[[2]] * x)
+    tuple(list(x * 2, x^2), function(upstream) {
+      upstream[[1]] * 2 + upstream[[2]] * x
+    })
   })
   expect_false(attr(gradcheck(wrong_second, c(0.5, 1.5)), "pass"))
 })
@@ -134,8 +167,14 @@ test_that("gradcheck() arguments are checked", {
   f <- function(x) sum(x)
   expect_snapshot(gradcheck(f), error = TRUE)
   expect_snapshot(gradcheck(f, 1, eps = 0), error = TRUE)
-  expect_error(gradcheck(f, 1, atol = -1), class = "customgrad_error_bad_argument")
-  expect_error(gradcheck(f, 1, error = NA), class = "customgrad_error_bad_argument")
+  expect_error(
+    gradcheck(f, 1, atol = -1),
+    class = "customgrad_error_bad_argument"
+  )
+  expect_error(
+    gradcheck(f, 1, error = NA),
+    class = "customgrad_error_bad_argument"
+  )
   expect_error(gradcheck("f", 1), class = "customgrad_error_not_function")
   expect_snapshot(gradcheck(f, 1, wrt = 2), error = TRUE)
   expect_snapshot(gradcheck(f, "a", wrt = 1), error = TRUE)

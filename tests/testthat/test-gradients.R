@@ -71,7 +71,10 @@ test_that("the gradient of a custom gradient is the custom one", {
   skip_if_no_backend()
   log1pexp <- new_log1pexp()
   expect_tensor(op_grad(log1pexp)(100), 1)
-  expect_tensor(op_grad(function(x) sum(log1pexp(x)))(c(-1, 0, 1)), plogis(c(-1, 0, 1)))
+  expect_tensor(
+    op_grad(function(x) sum(log1pexp(x)))(c(-1, 0, 1)),
+    plogis(c(-1, 0, 1))
+  )
   naive <- function(x) log(1 + exp(x))
   expect_true(is.nan(grad_values(op_grad(naive)(100))))
   # A wrong rule gives a wrong gradient: op_grad() uses the rule as given.
@@ -106,7 +109,11 @@ test_that("gradients of gradients: d2/dx2 sin = -sin, d3/dx3 sin = -cos", {
   expect_tensor(op_grad(dx, wrt = 2)(2, 3), 6 * 2 * 3^2, tolerance = 1e-6)
   # Through a custom gradient: d2/dx2 log(1 + exp(x)) = s (1 - s).
   s <- plogis(0.3)
-  expect_tensor(op_grad(op_grad(new_log1pexp()))(0.3), s * (1 - s), tolerance = 1e-5)
+  expect_tensor(
+    op_grad(op_grad(new_log1pexp()))(0.3),
+    s * (1 - s),
+    tolerance = 1e-5
+  )
 })
 
 test_that("the caller's tensors are left as they were", {
@@ -138,7 +145,8 @@ test_that("op_grad() works inside the backend's own transforms", {
   skip_if_no_backend()
   g <- op_grad(function(x) sum(sin(x)))
   x <- c(0.5, 1)
-  result <- switch(config_backend(),
+  result <- switch(
+    config_backend(),
     tensorflow = {
       tf <- reticulate::import("tensorflow", convert = FALSE)
       traced <- tf$`function`(reticulate::r_to_py(g), autograph = FALSE)
@@ -146,7 +154,10 @@ test_that("op_grad() works inside the backend's own transforms", {
     },
     jax = {
       jax <- reticulate::import("jax", convert = FALSE)
-      jitted <- reticulate::py_call(jax$jit(reticulate::r_to_py(g)), op_convert_to_tensor(x))
+      jitted <- reticulate::py_call(
+        jax$jit(reticulate::r_to_py(g)),
+        op_convert_to_tensor(x)
+      )
       expect_tensor(jitted, cos(x), tolerance = 1e-6)
       # and inside jax.grad: the second derivative
       outer <- jax$grad(reticulate::r_to_py(function(x) sum(g(x))))
@@ -165,7 +176,9 @@ test_that("op_grad() works inside the backend's own transforms", {
 
 test_that("errors in f reach the caller as the original condition", {
   skip_if_no_backend()
-  g <- op_grad(function(x) rlang::abort("f failed on purpose", class = "my_error"))
+  g <- op_grad(function(x) {
+    rlang::abort("f failed on purpose", class = "my_error")
+  })
   expect_error(g(1), "f failed on purpose", class = "my_error")
 })
 
@@ -206,7 +219,11 @@ test_that("an upstream that doesn't match the value is a classed error", {
   )
   nested <- op_grad(exp, upstream = list(1, 2))
   err <- expect_error(nested(1), class = "customgrad_error_upstream")
-  expect_match(conditionMessage(err), "must have the nesting of `f`'s value", fixed = TRUE)
+  expect_match(
+    conditionMessage(err),
+    "must have the nesting of `f`'s value",
+    fixed = TRUE
+  )
 })
 
 test_that("an integer tensor can't be differentiated", {
@@ -216,7 +233,11 @@ test_that("an integer tensor can't be differentiated", {
     g(1, op_convert_to_tensor(1:2)),
     class = "customgrad_error_wrt_dtype"
   )
-  expect_match(conditionMessage(err), "Can't differentiate with respect to argument 2: it has dtype int32", fixed = TRUE)
+  expect_match(
+    conditionMessage(err),
+    "Can't differentiate with respect to argument 2: it has dtype int32",
+    fixed = TRUE
+  )
   # R integers are numbers to differentiate: they become floats.
   expect_tensor(op_grad(function(x) sum(x^2))(1:2), c(2, 4))
 })

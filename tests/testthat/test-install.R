@@ -7,7 +7,10 @@ test_that("requirements are pinned, with lines chosen by backend", {
   )
   expect_true("numpy==1.26.4" %in% all)
   jax_only <- customgrad:::python_requirements("jax")
-  expect_setequal(jax_only, c("numpy==1.26.4", "keras==3.15.1", "jax[cpu]==0.7.1"))
+  expect_setequal(
+    jax_only,
+    c("numpy==1.26.4", "keras==3.15.1", "jax[cpu]==0.7.1")
+  )
 })
 
 test_that("install_customgrad() leaves an up-to-date environment alone", {

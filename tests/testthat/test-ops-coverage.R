@@ -2,7 +2,8 @@
 
 keras_ops_info <- function() {
   op_exp(0) # starts Keras with the chosen backend
-  reticulate::py_run_string("
+  reticulate::py_run_string(
+    "
 import inspect as _cg_inspect
 import keras as _cg_keras
 
@@ -18,7 +19,8 @@ def _cg_ops_info():
             var = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
             out.append({'module': path, 'name': name, 'args': plain, 'var': var})
     return out
-")
+"
+  )
   reticulate::import_main(convert = TRUE)$`_cg_ops_info`()
 }
 
@@ -32,14 +34,20 @@ test_that("every public function of keras.ops and keras.ops.image has an op_*() 
   missing <- wanted[!wanted %in% getNamespaceExports("customgrad")]
   expect(
     length(missing) == 0,
-    paste("Public keras.ops functions without an op_*() wrapper:", paste(missing, collapse = ", "))
+    paste(
+      "Public keras.ops functions without an op_*() wrapper:",
+      paste(missing, collapse = ", ")
+    )
   )
 })
 
 test_that("wrappers take Python's argument names", {
   skip_if_no_backend()
   # R conventions that rename arguments on purpose, as keras3 does.
-  renamed <- list(op_arange = c(stop = "end"), op_vectorized_map = c("function" = "f"))
+  renamed <- list(
+    op_arange = c(stop = "end"),
+    op_vectorized_map = c("function" = "f")
+  )
   ns <- asNamespace("customgrad")
   for (op in keras_ops_info()) {
     r_name <- expected_op_name(op$module, op$name)
@@ -52,7 +60,11 @@ test_that("wrappers take Python's argument names", {
     missing <- setdiff(args, fmls)
     expect(
       length(missing) == 0,
-      sprintf("%s() lacks Python's argument(s) %s", r_name, paste(missing, collapse = ", "))
+      sprintf(
+        "%s() lacks Python's argument(s) %s",
+        r_name,
+        paste(missing, collapse = ", ")
+      )
     )
     if (op$var) expect_true("..." %in% fmls, info = r_name)
   }

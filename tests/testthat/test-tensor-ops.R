@@ -141,8 +141,14 @@ test_that("op_convert_to_tensor() gives R doubles Keras' float type and keeps in
   expect_identical(op_dtype(op_convert_to_tensor(1L)), "int32")
   expect_identical(op_dtype(op_convert_to_tensor(1:3)), "int32")
   expect_identical(op_dtype(op_convert_to_tensor(TRUE)), "bool")
-  expect_identical(op_dtype(op_convert_to_tensor(c(1, 2), dtype = "float16")), "float16")
-  expect_identical(op_dtype(op_convert_to_tensor(1:3, dtype = "float32")), "float32")
+  expect_identical(
+    op_dtype(op_convert_to_tensor(c(1, 2), dtype = "float16")),
+    "float16"
+  )
+  expect_identical(
+    op_dtype(op_convert_to_tensor(1:3, dtype = "float32")),
+    "float32"
+  )
   # Doubles with an integer dtype are converted first, not rejected.
   t <- op_convert_to_tensor(c(1, 2), dtype = "int32")
   expect_identical(op_dtype(t), "int32")
@@ -166,10 +172,20 @@ test_that("every tensor class does arithmetic, conversion and printing", {
     tensor = op_convert_to_tensor(c(1, 2)),
     keras_variable = keras$Variable(op_convert_to_tensor(c(1, 2)))
   )
-  objects$native <- switch(backend,
-    tensorflow = reticulate::import("tensorflow", convert = FALSE)$Variable(c(1, 2), dtype = "float32"),
-    jax = reticulate::import("jax.numpy", convert = FALSE)$asarray(c(1, 2), dtype = "float32"),
-    torch = reticulate::import("torch", convert = FALSE)$tensor(c(1, 2), requires_grad = TRUE)
+  objects$native <- switch(
+    backend,
+    tensorflow = reticulate::import("tensorflow", convert = FALSE)$Variable(
+      c(1, 2),
+      dtype = "float32"
+    ),
+    jax = reticulate::import("jax.numpy", convert = FALSE)$asarray(
+      c(1, 2),
+      dtype = "float32"
+    ),
+    torch = reticulate::import("torch", convert = FALSE)$tensor(
+      c(1, 2),
+      requires_grad = TRUE
+    )
   )
   for (name in names(objects)) {
     x <- objects[[name]]
@@ -182,7 +198,11 @@ test_that("every tensor class does arithmetic, conversion and printing", {
     expect_identical(length(x), 2L)
     expect_match(format(x), "shape (2), float32", fixed = TRUE)
   }
-  expect_match(format(objects$keras_variable), paste0("<", backend, " variable"), fixed = TRUE)
+  expect_match(
+    format(objects$keras_variable),
+    paste0("<", backend, " variable"),
+    fixed = TRUE
+  )
   # Tensors of different classes mix without "Incompatible methods".
   for (a in objects) {
     for (b in objects) {
@@ -205,7 +225,8 @@ test_that("tensor methods work on tracers inside the backend's compilers", {
     seen <<- c(seen, out[[2]])
     x * 2 + cumsum(x) - max(x)
   }
-  switch(config_backend(),
+  switch(
+    config_backend(),
     jax = {
       jax <- reticulate::import("jax", convert = FALSE)
       grad <- reticulate::py_call(jax$grad(f), x)
@@ -259,13 +280,22 @@ test_that("symbolic Keras tensors keep shapes but have no values", {
 test_that("print() and format() show backend, shape, dtype and values", {
   skip_if_no_backend()
   out <- capture.output(print(op_convert_to_tensor(c(1, 2))))
-  expect_identical(out[[1]], sprintf("<%s tensor, shape (2), float32>", config_backend()))
+  expect_identical(
+    out[[1]],
+    sprintf("<%s tensor, shape (2), float32>", config_backend())
+  )
   expect_identical(out[[2]], "[1] 1 2")
   out <- capture.output(print(op_convert_to_tensor(matrix(1:4, 2))))
-  expect_identical(out[[1]], sprintf("<%s tensor, shape (2, 2), int32>", config_backend()))
+  expect_identical(
+    out[[1]],
+    sprintf("<%s tensor, shape (2, 2), int32>", config_backend())
+  )
   expect_identical(out[-1], capture.output(print(matrix(1:4, 2))))
   out <- capture.output(print(op_convert_to_tensor(TRUE)))
-  expect_identical(out, c(sprintf("<%s tensor, scalar, bool>", config_backend()), "[1] TRUE"))
+  expect_identical(
+    out,
+    c(sprintf("<%s tensor, scalar, bool>", config_backend()), "[1] TRUE")
+  )
   expect_identical(
     format(op_zeros(c(2, 3, 4))),
     sprintf("<%s tensor, shape (2, 3, 4), float32>", config_backend())
