@@ -2,7 +2,7 @@
 # bench/results/latest.csv, latest.md (ratios and targets) and latest.png.
 # BENCH_REPS sets the repetitions per measurement (default 25).
 backends <- c("tensorflow", "jax", "torch")
-reps <- as.integer(Sys.getenv("BENCH_REPS", "25"))
+reps <- as.integer(Sys.getenv("BENCH_REPS", "100"))
 results <- file.path("bench", "results")
 dir.create(results, showWarnings = FALSE, recursive = TRUE)
 work <- tempfile("bench")
