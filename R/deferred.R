@@ -353,30 +353,15 @@ deferred_method <- function(method) {
 
 register_deferred_methods <- function() {
   base <- asNamespace("base")
-  same <- list(
-    Ops = tensor_Ops,
-    Math = tensor_Math,
-    Summary = tensor_Summary,
-    mean = tensor_mean
+  forcing <- c(
+    tensor_value_methods(),
+    list(
+      `$` = function(x, name) do.call(`$`, list(x, name)),
+      `[[` = function(x, ...) x[[...]],
+      `[` = function(x, ...) x[...]
+    )
   )
-  if (getRversion() >= "4.4.0") {
-    same$matrixOps <- tensor_matrixOps
-  }
-  forcing <- list(
-    as.array = tensor_as_array,
-    as.vector = tensor_as_vector,
-    as.double = tensor_as_double,
-    as.integer = tensor_as_integer,
-    as.logical = tensor_as_logical,
-    dim = tensor_dim,
-    length = tensor_length,
-    format = tensor_format,
-    print = tensor_print,
-    `$` = function(x, name) do.call(`$`, list(x, name)),
-    `[[` = function(x, ...) x[[...]],
-    `[` = function(x, ...) x[...]
-  )
-  methods <- c(same, lapply(forcing, deferred_method))
+  methods <- c(tensor_compute_methods(), lapply(forcing, deferred_method))
   for (generic in names(methods)) {
     registerS3method(
       generic,

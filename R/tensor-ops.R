@@ -310,3 +310,34 @@ tensor_print <- function(x, ...) {
   }
   invisible(x)
 }
+
+# --- Methods -----------------------------------------------------------------
+
+# Methods that compute new tensors (a recorded node gets these as they are).
+tensor_compute_methods <- function() {
+  methods <- list(
+    Ops = tensor_Ops,
+    Math = tensor_Math,
+    Summary = tensor_Summary,
+    mean = tensor_mean
+  )
+  if (getRversion() >= "4.4.0") {
+    methods$matrixOps <- tensor_matrixOps
+  }
+  methods
+}
+
+# Methods that read a tensor's value (a recorded node is forced first).
+tensor_value_methods <- function() {
+  list(
+    as.array = tensor_as_array,
+    as.vector = tensor_as_vector,
+    as.double = tensor_as_double,
+    as.integer = tensor_as_integer,
+    as.logical = tensor_as_logical,
+    dim = tensor_dim,
+    length = tensor_length,
+    format = tensor_format,
+    print = tensor_print
+  )
+}

@@ -16,24 +16,7 @@
 # The same method object for every tensor class (see tensor-ops.R), so that
 # `x + y` with tensors of two classes dispatches without a warning.
 register_tensor_methods <- function() {
-  methods <- list(
-    Ops = tensor_Ops,
-    Math = tensor_Math,
-    Summary = tensor_Summary,
-    mean = tensor_mean,
-    as.array = tensor_as_array,
-    as.vector = tensor_as_vector,
-    as.double = tensor_as_double,
-    as.integer = tensor_as_integer,
-    as.logical = tensor_as_logical,
-    dim = tensor_dim,
-    length = tensor_length,
-    format = tensor_format,
-    print = tensor_print
-  )
-  if (getRversion() >= "4.4.0") {
-    methods$matrixOps <- tensor_matrixOps
-  }
+  methods <- c(tensor_compute_methods(), tensor_value_methods())
   base <- asNamespace("base")
   for (class in tensor_classes) {
     for (generic in names(methods)) {
