@@ -216,3 +216,13 @@ test_that("R functions that Python calls inside f run their ops at once", {
     tolerance = 1e-5
   )
 })
+
+test_that("every recorded op is a keras.ops function", {
+  skip_if_no_backend()
+  ops <- reticulate::import("keras.ops", convert = FALSE)
+  missing <- Filter(
+    function(name) !reticulate::py_has_attr(ops, name),
+    customgrad:::deferrable_ops
+  )
+  expect_identical(missing, character())
+})
