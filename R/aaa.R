@@ -5,6 +5,8 @@ the$ops <- new.env(parent = emptyenv()) # cached keras.ops callables
 the$errors <- new.env(parent = emptyenv()) # R conditions raised in callbacks
 the$error_count <- 0L
 the$grads <- new.env(parent = emptyenv()) # grad callbacks by handle
+the$grad_handle <- 0
+the$node_id <- 0 # ids of recorded ops (deferred.R)
 
 # reticulate's internal call entry point if it has one (see py_call_fast());
 # looked up in .onLoad, so that it matches the reticulate that is loaded.

@@ -246,7 +246,8 @@ as_python_input <- function(x) {
 }
 
 # Called from Python with f's inputs: run f, check its result, and return
-# the value, the handle of grad's R callback (see run_grad()), the tape of
+# the value, the handle of grad's R callback (see run_grad(); NULL when grad
+# was recorded), the tape of
 # the ops f recorded, the ids the tape gives f's inputs (deferred.R), and
 # grad recorded ahead (record_grad()) or NULL. `released` are handles Python
 # no longer needs; `record = FALSE` when no backward pass will follow.
@@ -261,12 +262,10 @@ custom_gradient_forward <- function(f, inputs, released = NULL, record = TRUE) {
   recorded <- if (record) {
     record_grad(result[[2]], convention, inputs, session, value)
   }
-  handle <- register_grad(grad_callback(
-    result[[2]],
-    convention,
-    inputs,
-    session
-  ))
+  # A recorded grad is all the backward pass needs: no R callback waits.
+  handle <- if (is.null(recorded)) {
+    register_grad(grad_callback(result[[2]], convention, inputs, session))
+  }
   list(
     encode_deferred(value, session),
     handle,
@@ -311,7 +310,7 @@ record_grad <- function(grad, convention, inputs, forward_session, value) {
 # callback (run_grad) serves them all, so a forward call does not make a
 # new Python callable.
 register_grad <- function(fn) {
-  handle <- the$grad_handle <- (the$grad_handle %||% 0) + 1
+  handle <- the$grad_handle <- the$grad_handle + 1
   assign(as.character(handle), fn, envir = the$grads)
   handle
 }
@@ -323,6 +322,11 @@ release_grads <- function(released) {
 }
 
 run_grad <- function(handle, upstream, variables = NULL) {
+  if (is.null(handle)) {
+    # grad was recorded, so it has no `variables` argument, but TensorFlow
+    # asks for the gradients of variables that f read.
+    abort_grad_variables(length(variables))
+  }
   fn <- get(as.character(handle), envir = the$grads, inherits = FALSE)
   fn(upstream, variables)
 }

@@ -124,7 +124,7 @@ open_session <- function(known = list(), parent = NULL) {
   if (!isTRUE(getOption("customgrad.defer_ops", TRUE))) {
     return(NULL)
   }
-  session <- new.env(parent = emptyenv())
+  session <- new.env(hash = FALSE, parent = emptyenv())
   session$tape <- list()
   session$n <- 0L
   session$parent <- parent
@@ -146,7 +146,7 @@ close_session <- function(session) {
 }
 
 new_node_id <- function() {
-  the$node_id <- (the$node_id %||% 0) + 1
+  the$node_id <- the$node_id + 1
 }
 
 # The id of a tensor the session (or its parent) got from Python, or NULL.
@@ -221,8 +221,9 @@ defer_op <- function(session, name, args) {
     kwargs <- values[named]
     values <- unname(values[!named])
   }
-  id <- new_node_id()
-  node <- new.env(parent = emptyenv())
+  id <- the$node_id <- the$node_id + 1
+  # Unhashed: a node has four fields, and a hash table costs more to make.
+  node <- new.env(hash = FALSE, parent = emptyenv())
   node$id <- id
   node$session <- session
   node$args <- args
@@ -239,7 +240,7 @@ defer_op <- function(session, name, args) {
 # backward pass (record_grad()): Python puts upstream under its id. Its
 # value can't be had in R: forcing it is an error that ends the recording.
 placeholder_node <- function(session) {
-  node <- new.env(parent = emptyenv())
+  node <- new.env(hash = FALSE, parent = emptyenv())
   node$id <- new_node_id()
   node$session <- session
   node$placeholder <- TRUE

@@ -138,6 +138,7 @@ test_that("a failing recorded op is a classed error naming the op", {
 test_that("grad recorded during forward gives the gradient without R", {
   skip_if_no_backend()
   calls <- 0
+  handles <- customgrad:::the$grad_handle
   h <- op_custom_gradient(function(x) {
     e <- op_exp(x)
     tuple(op_log(1 + e), function(upstream) {
@@ -152,6 +153,8 @@ test_that("grad recorded during forward gives the gradient without R", {
   )
   # grad ran once, whether recorded ahead or called in backward
   expect_identical(calls, 1)
+  # and, recorded, it left no R callback waiting for the backward pass
+  expect_identical(customgrad:::the$grad_handle, handles)
 })
 
 test_that("grad that needs upstream's value runs in the backward pass", {

@@ -21,7 +21,6 @@ from customgrad.errors import (
 
 _MAIN_THREAD = threading.main_thread()
 r_calls = [0]  # calls into R so far (the benchmark counts them per step)
-_BACKEND = keras.config.backend()
 
 
 def call_r(fn, *args, count=True, **kwargs):
@@ -75,7 +74,7 @@ class Grad:
     def __del__(self):
         # R drops the callback at its next forward call (R can't be
         # entered from here: this may run anywhere).
-        if not callable(self.handle):
+        if self.handle is not None and not callable(self.handle):
             _released.append(self.handle)
 
 
@@ -121,8 +120,8 @@ def call_forward(forward, inputs, record=True):
     """Run the R forward; return ``(flat value tensors, value spec, grad)``.
 
     R returns ``[value, grad, tape, input_ids, recorded]``: the ops ``f``
-    recorded run here, and ``recorded`` is ``grad`` recorded ahead, or
-    None.  ``record=False`` tells R that no backward pass will follow.
+    recorded run here, and ``recorded`` is ``grad`` recorded ahead (then
+    ``grad``, the handle of an R callback, is None), or None.  ``record=False`` tells R that no backward pass will follow.
     (Python stand-ins for R return ``[value, grad]``.)
     """
     kwargs = _released_kwargs()
@@ -136,10 +135,9 @@ def call_forward(forward, inputs, record=True):
         seeded = _seed(ids, inputs)
         values = _deferred.run(tape, dict(seeded))
     leaves, spec = flatten(_deferred.decode(value, values))
-    if recorded is not None and _BACKEND != "tensorflow":
-        # Only TensorFlow may still call the R grad (with variables=), which
-        # can refer to any value of f: elsewhere keep what the recorded grad
-        # needs, and free the other temporaries of f now.
+    if recorded is not None:
+        # No R grad waits (handle None): keep what the recorded grad needs
+        # and free the other temporaries of f now.
         keep = _deferred.needed(recorded)
         values = {k: v for k, v in values.items() if k in keep}
     # f's values live as long as the backward pass can run, which R's
@@ -165,6 +163,8 @@ def call_grad(grad, upstream, inputs, fill_none, variables=None):
     """
     if grad.recorded is not None and variables is None:
         # grad ran during forward: its tape runs here, with no call into R.
+        # (With variables, R's runner raises: a recorded grad has no
+        # `variables` argument.)
         result, tape, upstream_id = grad.recorded
         values = _deferred.run(tape, {upstream_id: upstream}, grad.values)
     elif callable(grad.handle):
