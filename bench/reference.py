@@ -6,6 +6,7 @@ are R functions ``h``; the harness around them is the same for both and is
 written here, so that both pay the same fixed cost per step.
 """
 
+import gc
 import os
 import resource
 import time
@@ -121,6 +122,11 @@ def rss_mb():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def collect():
+    """Collect Python's garbage (reference cycles)."""
+    gc.collect()
 
 
 def pid():

@@ -92,9 +92,10 @@ elif _BACKEND == "jax":
     import jax
 
     def _leaf_nbytes(x):
-        # Tracers hold no memory.
+        # Tracers hold no memory. size * itemsize: ``x.nbytes`` is ~10x
+        # slower, a cost on every op called from R.
         if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
-            return x.nbytes
+            return x.size * x.dtype.itemsize
         return 0
 
 else:

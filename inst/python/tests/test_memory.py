@@ -30,3 +30,11 @@ def test_a_due_collection_waits_for_the_boundary():
         assert calls == [1]  # nothing due any more
     finally:
         _memory.set_collector(None, 128 * 2**20)
+
+
+def test_bytes_are_counted_by_size_and_dtype():
+    x = keras.ops.ones((3, 4), dtype="float32")
+    h = keras.ops.ones((5,), dtype="float16")
+    assert _memory._nbytes(x) == 48
+    assert _memory._nbytes(h) == 10
+    assert _memory._nbytes([x, {"a": h, "b": (x, 1.5)}]) == 48 + 10 + 48
