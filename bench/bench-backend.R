@@ -220,9 +220,11 @@ cat(sprintf("%s per-op done\n", backend))
 
 # --- memory: RSS after 100 and after 10,000 eager customgrad steps ----------
 # Garbage waiting for R's collector (up to customgrad.gc_threshold_mb of
-# tensors) makes RSS a sawtooth, so a reading at one step says little:
-# both readings are taken after R and Python have collected, and what they
-# compare is memory still held. The peak over the run is reported too.
+# tensors) makes RSS a sawtooth, and the allocator keeps freed memory in a
+# pattern that varies from run to run (+-250 MB at n = 1e6 on PyTorch), so a
+# raw reading says little. Both readings are taken after R and Python have
+# collected and the allocator has returned free memory (bench/reference.py
+# collect()): they compare memory still in use. The raw peak is reported too.
 settled_rss <- function() {
   gc()
   py_call(ref$collect)

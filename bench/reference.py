@@ -6,6 +6,7 @@ are R functions ``h``; the harness around them is the same for both and is
 written here, so that both pay the same fixed cost per step.
 """
 
+import ctypes
 import gc
 import os
 import resource
@@ -125,8 +126,13 @@ def rss_mb():
 
 
 def collect():
-    """Collect Python's garbage (reference cycles)."""
+    """Collect Python's garbage (reference cycles) and hand the allocator's
+    free memory back to the system, so that RSS counts memory in use."""
     gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def pid():

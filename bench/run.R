@@ -159,7 +159,7 @@ for (i in seq_len(nrow(ops_wide))) {
 lines <- c(
   lines,
   "",
-  "Memory: resident set size of the R process during eager customgrad steps, read after R and Python collected garbage (target: growth under 20 MB); peak: the highest reading, every 100 steps, without collecting:",
+  "Memory: resident set size of the R process during eager customgrad steps, read after R and Python collected garbage and the allocator returned free memory (target: growth under 20 MB); peak: the highest reading, every 100 steps, without collecting:",
   "",
   "| backend | n | steps | RSS at step 100 (MB) | RSS at last step (MB) | growth (MB) | peak (MB) |",
   "|---|---|---|---|---|---|---|"
