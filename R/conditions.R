@@ -98,11 +98,13 @@ rethrow_python_error <- function(cnd, call) {
     stop(cnd)
   }
   message <- reticulate::py_str(found)
+  # The Python error is kept as a field, not chained as the parent: its
+  # message is this one again, which printed twice is noise.
   signal_again(rlang::catch_cnd(cli::cli_abort(
     "{message}",
     class = unique(c(r_class, "customgrad_error")),
     call = call,
-    parent = cnd
+    python_error = cnd
   )))
 }
 

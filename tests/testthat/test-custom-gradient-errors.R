@@ -50,6 +50,11 @@ test_that("a wrong number of gradients is a classed error naming both counts", {
     "must return 2 gradients, one per input of `f`, but it returned 3",
     fixed = TRUE
   )
+  # said once: the Python error is kept as a field, not printed again
+  printed <- paste(format(err), collapse = "\n")
+  expect_identical(lengths(gregexpr("must return 2 gradients", printed)), 1L)
+  expect_s3_class(err$python_error, "error")
+  expect_match(conditionMessage(err$python_error), "GradientCountError")
 })
 
 test_that("a gradient of the wrong shape is a classed error naming both shapes", {
