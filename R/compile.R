@@ -89,7 +89,7 @@ call_compiled <- function(state, args, call) {
     call = call
   )
   if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
-    out <- reticulate::py_to_r(out)
+    out <- py_nest_to_r(out)
   }
   out
 }

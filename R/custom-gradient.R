@@ -214,7 +214,7 @@ call_custom_gradient <- function(state, inputs) {
     call = sys.call(-1)
   )
   if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
-    out <- reticulate::py_to_r(out)
+    out <- py_nest_to_r(out)
   }
   out
 }

@@ -157,7 +157,7 @@ call_grad_transform <- function(state, args, call) {
     ),
     call = call
   )
-  out <- reticulate::py_to_r(out)
+  out <- py_nest_to_r(out)
   grads <- out[[2]]
   if (length(state$wrt) == 1) {
     grads <- grads[[1]]

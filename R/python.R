@@ -134,6 +134,29 @@ call_op <- function(name, ...) {
   py_call_fast(the$ops[[name]] %||% cache_keras_op(name), list(...))
 }
 
+# A Python list or dict of tensors (a multi-output result) as an R list.
+# reticulate's py_to_r() hands the tensors in it back with conversion on,
+# unlike every other tensor customgrad returns (`$numpy()` would then give
+# an R array): turn it off, in the flag reticulate keeps in the reference.
+py_nest_to_r <- function(x) {
+  unconverted(reticulate::py_to_r(x))
+}
+
+unconverted <- function(x) {
+  if (inherits(x, "python.builtin.object")) {
+    if (is.environment(x) && exists("convert", envir = x, inherits = FALSE)) {
+      assign("convert", FALSE, envir = x)
+    }
+    return(x)
+  }
+  if (is.list(x)) {
+    for (i in seq_along(x)) {
+      if (!is.null(x[[i]])) x[[i]] <- unconverted(x[[i]])
+    }
+  }
+  x
+}
+
 # reticulate::py_call() without its per-call checks (Python is running once
 # a callable exists): its internal py_call_impl() where reticulate has one,
 # ~7 us less per call in reticulate 1.28.

@@ -54,6 +54,7 @@ test_that("op_compile() keeps nested lists, names and argument names", {
   expect_tensor(out$z, 2 * sin(c(0.5, 1)), tolerance = 1e-6)
   expect_tensor(out$a, c(1, 2))
   expect_length(out$both, 2)
+  expect_s3_class(out$z$ndim, "python.builtin.object")
   # Named arguments, in any order; an argument called `x` too.
   expect_tensor(
     fc(p = p, x = c(0.5, 1))$z,

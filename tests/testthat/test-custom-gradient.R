@@ -88,6 +88,8 @@ test_that("several and nested outputs: upstream has the value's structure", {
   expect_type(out, "list")
   expect_named(out[[2]], c("a", "b"))
   expect_tensor(out[[2]]$a, c(1, 4))
+  # The tensors come back like a single output's: `$` results stay Python.
+  expect_s3_class(out[[2]]$a$ndim, "python.builtin.object")
   loss <- function(x) {
     o <- h(x)
     sum(o[[1]]) + sum(o[[2]]$a) + sum(o[[2]]$b)

@@ -30,6 +30,9 @@ test_that("op_value_and_grad() returns the value and the gradient", {
   expect_named(out, c("value", "grad"))
   expect_tensor(out$value, 1 + exp(1), tolerance = 1e-6)
   expect_tensor(out$grad, exp(c(0, 1)), tolerance = 1e-6)
+  # like every tensor customgrad returns, `$` results stay Python objects
+  expect_s3_class(out$value$ndim, "python.builtin.object")
+  expect_s3_class(out$grad$ndim, "python.builtin.object")
 })
 
 test_that("several wrt give a named list; nested arguments are mirrored", {
