@@ -10,7 +10,7 @@ sizes <- c(1, 1e3, 1e6)
 
 suppressPackageStartupMessages(library(customgrad))
 use_backend(backend)
-op_exp(0) # start Keras
+invisible(op_exp(0)) # start Keras
 ref <- reticulate::import_from_path(
   "reference",
   path = "bench",
@@ -162,6 +162,51 @@ utils::write.csv(
   file.path(out_dir, paste0(backend, "-steps.csv")),
   row.names = FALSE
 )
+
+# --- where an eager step's time goes --------------------------------------
+# The same R harness around: a plain Python function (the harness alone),
+# a custom gradient whose f and grad do nothing (customgrad's fixed cost:
+# the call, one callback, the adapter), and the README example (plus its
+# recorded ops); pure Python for scale. Interleaved like the steps.
+plain_h_py <- reticulate::py_eval("lambda x: x * 1", convert = FALSE)
+breakdown_impls <- list(
+  python = NULL,
+  harness = function(x) py_call(plain_h_py, x),
+  customgrad_noop = op_custom_gradient(\(x) {
+    tuple(x * 1, function(upstream) upstream)
+  }),
+  customgrad = customgrad_h
+)
+breakdown_rows <- list()
+for (n in c(1, 1e6)) {
+  x <- py_call(ref$make_input, n)
+  times <- lapply(breakdown_impls, function(h) c())
+  for (i in seq_len(warmup + reps)) {
+    for (impl in names(breakdown_impls)) {
+      t <- if (impl == "python") {
+        measure_eager("python", x)
+      } else {
+        t0 <- now_us()
+        r_eager_step(breakdown_impls[[impl]], x)
+        now_us() - t0
+      }
+      if (i > warmup) times[[impl]] <- c(times[[impl]], t)
+    }
+  }
+  breakdown_rows[[length(breakdown_rows) + 1]] <- data.frame(
+    backend = backend,
+    n = n,
+    impl = names(times),
+    median_us = vapply(times, stats::median, 1),
+    reps = vapply(times, length, 1L)
+  )
+}
+utils::write.csv(
+  do.call(rbind, breakdown_rows),
+  file.path(out_dir, paste0(backend, "-breakdown.csv")),
+  row.names = FALSE
+)
+cat(sprintf("%s breakdown done\n", backend))
 
 # --- per-op cost: wrappers and arithmetic vs the cached Python callable -----
 x <- py_call(ref$make_input, 1)

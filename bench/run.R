@@ -28,6 +28,7 @@ read_all <- function(what) {
 steps <- read_all("steps")
 ops <- read_all("ops")
 memory <- read_all("memory")
+breakdown <- read_all("breakdown")
 
 columns <- c(
   "backend",
@@ -48,6 +49,11 @@ utils::write.csv(ops, file.path(results, "latest-ops.csv"), row.names = FALSE)
 utils::write.csv(
   memory,
   file.path(results, "latest-memory.csv"),
+  row.names = FALSE
+)
+utils::write.csv(
+  breakdown,
+  file.path(results, "latest-breakdown.csv"),
   row.names = FALSE
 )
 
@@ -153,6 +159,30 @@ for (i in seq_len(nrow(ops_wide))) {
       fmt(o$median_us.customgrad),
       o$median_us.customgrad / o$median_us.direct,
       fmt(o$median_us.reticulate_convert)
+    )
+  )
+}
+lines <- c(
+  lines,
+  "",
+  "Where an eager step's time goes, median µs (the same R harness around the last three; each adds one thing to the column before):",
+  "",
+  "| backend | n | pure Python | harness around a plain Python function (`x * 1`) | customgrad, `f` = `x * 1` and `grad` returning upstream | customgrad, the README `f` and `grad` |",
+  "|---|---|---|---|---|---|"
+)
+for (i in seq(1, nrow(breakdown), by = 4)) {
+  d <- breakdown[i:(i + 3), ]
+  us <- function(impl) fmt(d$median_us[d$impl == impl])
+  lines <- c(
+    lines,
+    sprintf(
+      "| %s | %s | %s | %s | %s | %s |",
+      d$backend[[1]],
+      format(d$n[[1]], scientific = d$n[[1]] >= 1e6),
+      us("python"),
+      us("harness"),
+      us("customgrad_noop"),
+      us("customgrad")
     )
   )
 }
