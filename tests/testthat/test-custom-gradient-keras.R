@@ -38,8 +38,8 @@ test_that("symbolic Keras tensors get the output's shape", {
     out[[1]],
     "keras.src.backend.common.keras_tensor.KerasTensor"
   ))
-  expect_identical(out[[1]]$shape, list(NULL, 3L))
-  expect_identical(out[[2]]$shape, list())
+  expect_identical(reticulate::py_to_r(out[[1]]$shape), list(NULL, 3L))
+  expect_identical(reticulate::py_to_r(out[[2]]$shape), list())
 })
 
 # A Dense layer followed by a custom-gradient layer, trained a few steps of

@@ -102,6 +102,28 @@ test_that("inside tf.function R runs only while tracing", {
   expect_identical(calls, c(f = 1, grad = 1))
 })
 
+test_that("eagerly, grad runs only when a tape can use it", {
+  skip_unless_backend("tensorflow")
+  tf <- reticulate::import("tensorflow", convert = FALSE)
+  runs <- 0
+  h <- op_custom_gradient(function(x) {
+    tuple(x^3, function(upstream) {
+      runs <<- runs + 1
+      upstream * 3 * x^2
+    })
+  })
+  x <- tf$constant(c(1, 2), dtype = "float32")
+  expect_values(as.array(h(x)), c(1, 8))
+  expect_identical(runs, 0)
+  tape <- tf$GradientTape()
+  tape$`__enter__`()
+  tape$watch(x)
+  y <- tf$reduce_sum(h(x))
+  tape$`__exit__`(NULL, NULL, NULL)
+  expect_values(as.array(tape$gradient(y, x)), c(3, 12))
+  expect_identical(runs, 1)
+})
+
 test_that("nested GradientTapes differentiate the gradient again", {
   skip_unless_backend("tensorflow")
   tf <- reticulate::import("tensorflow", convert = FALSE)

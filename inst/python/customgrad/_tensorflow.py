@@ -7,6 +7,7 @@ flows through that read.  Variables that ``f`` reads itself follow TF's
 """
 
 import tensorflow as tf
+from tensorflow.python.eager import record
 
 from customgrad import _bridge
 from customgrad.errors import VariablesError
@@ -21,7 +22,10 @@ def custom_gradient(forward):
     def inner(*flat):
         state = calls[-1]
         inputs = _bridge.pack(state["in_spec"], flat)
-        leaves, spec, grad = _bridge.call_forward(forward, inputs)
+        # Eagerly, a backward pass can follow only under an active tape:
+        # with none, R does not record grad ahead (it would never run).
+        backward = not tf.executing_eagerly() or record.could_possibly_record()
+        leaves, spec, grad = _bridge.call_forward(forward, inputs, record=backward)
         state["spec"] = spec
 
         def grad_fn(*upstream, variables=None):
