@@ -39,12 +39,12 @@ native_grads <- function(loss, ...) {
       targs <- map_leaves(args, function(a) tf$constant(a, dtype = "float32"))
       leaves <- leaves_of(targs)
       tape <- tf$GradientTape()
-      tape$`__enter__`()
-      for (leaf in leaves) {
-        tape$watch(leaf)
-      }
-      y <- do.call(loss, targs)
-      tape$`__exit__`(NULL, NULL, NULL)
+      y <- with_tape(tape, {
+        for (leaf in leaves) {
+          tape$watch(leaf)
+        }
+        do.call(loss, targs)
+      })
       grads <- reticulate::py_to_r(tape$gradient(y, leaves))
       rebuild(args, Map(as_values, grads, leaves))
     },

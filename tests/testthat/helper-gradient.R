@@ -9,10 +9,10 @@ native_grad <- function(f, x, ...) {
       tf <- reticulate::import("tensorflow", convert = FALSE)
       x <- tf$constant(x, dtype = "float32")
       tape <- tf$GradientTape()
-      tape$`__enter__`()
-      tape$watch(x)
-      y <- tf$reduce_sum(f(x, ...))
-      tape$`__exit__`(NULL, NULL, NULL)
+      y <- with_tape(tape, {
+        tape$watch(x)
+        tf$reduce_sum(f(x, ...))
+      })
       as.array(tape$gradient(y, x))
     },
     jax = {
@@ -35,4 +35,12 @@ expect_tensor <- function(object, expected, tolerance = 1e-6) {
   testthat::expect_true(inherits(object, "python.builtin.object"))
   actual <- if (is.null(dim(expected))) as.vector(object) else as.array(object)
   testthat::expect_equal(actual, expected, tolerance = tolerance)
+}
+
+# Evaluate `expr` inside `tape`'s context, which is left even on error (a
+# tape left active would record everything the later tests do).
+with_tape <- function(tape, expr) {
+  tape$`__enter__`()
+  on.exit(tape$`__exit__`(NULL, NULL, NULL))
+  expr
 }

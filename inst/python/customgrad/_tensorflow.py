@@ -22,9 +22,10 @@ def custom_gradient(forward):
     def inner(*flat):
         state = calls[-1]
         inputs = _bridge.pack(state["in_spec"], flat)
-        # Eagerly, a backward pass can follow only under an active tape:
-        # with none, R does not record grad ahead (it would never run).
-        backward = not tf.executing_eagerly() or record.could_possibly_record()
+        # Eagerly, a backward pass can follow only if a tape watches the
+        # inputs: if none does, R does not record grad ahead (it would never
+        # run; variables that f reads still reach the R grad).
+        backward = not tf.executing_eagerly() or record.should_record_backprop(flat)
         leaves, spec, grad = _bridge.call_forward(forward, inputs, record=backward)
         state["spec"] = spec
 
