@@ -257,7 +257,7 @@ custom_gradient_forward <- function(f, inputs, released = NULL, record = TRUE) {
   on.exit(close_session(session))
   result <- do.call(f, inputs)
   check_custom_gradient_result(result)
-  value <- strip_tuples(result[[1]])
+  value <- result[[1]]
   convention <- grad_convention(result[[2]])
   recorded <- if (record) {
     record_grad(result[[2]], convention, inputs, session, value)
@@ -300,7 +300,7 @@ record_grad <- function(grad, convention, inputs, forward_session, value) {
     return(NULL)
   }
   list(
-    encode_deferred(strip_tuples(grads), session),
+    encode_deferred(grads, session),
     session$tape,
     .subset2(upstream, "id")
   )
@@ -412,7 +412,7 @@ grad_callback <- function(grad, convention, inputs, forward_session = NULL) {
     }
     session <- open_session(list(upstream), parent = forward_session)
     on.exit(close_session(session))
-    grads <- encode_deferred(strip_tuples(do.call(grad, args)), session)
+    grads <- encode_deferred(do.call(grad, args), session)
     list(grads, session$tape %||% list(), as.list(session$known_ids))
   }
 }
@@ -426,18 +426,4 @@ abort_grad_variables <- function(n) {
     class = "grad_variables",
     call = NULL
   )
-}
-
-# tuple() marks lists for the reader; Python wants plain lists.
-strip_tuples <- function(x) {
-  if (!is.list(x) || inherits(x, "python.builtin.object")) {
-    return(x)
-  }
-  if (inherits(x, "customgrad_tuple")) {
-    x <- unclass(x)
-  }
-  for (i in which(vapply(x, is.list, TRUE))) {
-    if (!is.null(x[[i]])) x[[i]] <- strip_tuples(x[[i]])
-  }
-  x
 }

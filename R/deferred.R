@@ -253,7 +253,8 @@ abort_placeholder <- function() {
 }
 
 # A result of `f` or `grad` for Python: nodes that Python has by id become
-# markers, other nodes their values.
+# markers, other nodes their values, and tuple() lists plain lists (tuple()
+# only marks lists for the reader).
 encode_deferred <- function(x, session) {
   if (inherits(x, "customgrad_deferred")) {
     value <- .subset2(x, "value")
@@ -277,6 +278,9 @@ encode_deferred <- function(x, session) {
     return(x)
   }
   if (is.list(x) && !inherits(x, "python.builtin.object")) {
+    if (inherits(x, "customgrad_tuple")) {
+      x <- unclass(x)
+    }
     for (i in seq_along(x)) {
       if (!is.null(x[[i]])) x[[i]] <- encode_deferred(x[[i]], session)
     }
