@@ -56,6 +56,16 @@ r_impls <- list(passthrough = passthrough_h, customgrad = customgrad_h)
 
 now_us <- function() as.numeric(Sys.time()) * 1e6
 
+# The columns that summarise repeated timings `t` (µs).
+time_summary <- function(t) {
+  data.frame(
+    median_us = stats::median(t),
+    p10_us = unname(stats::quantile(t, 0.1)),
+    p90_us = unname(stats::quantile(t, 0.9)),
+    reps = length(t)
+  )
+}
+
 # The eager step around an R implementation: the same harness for both.
 # The harness's Python functions are looked up once.
 r_eager_step <- if (backend == "jax") {
@@ -90,10 +100,7 @@ add_rows <- function(mode, n, times, per_step_calls) {
       mode = mode,
       n = n,
       impl = impl,
-      median_us = stats::median(t),
-      p10_us = unname(stats::quantile(t, 0.1)),
-      p90_us = unname(stats::quantile(t, 0.9)),
-      reps = length(t),
+      time_summary(t),
       r_callbacks_per_step = per_step_calls[[impl]]
     )
   }
@@ -249,10 +256,7 @@ for (op in names(op_cases)) {
       backend = backend,
       op = op,
       impl = impl,
-      median_us = stats::median(t),
-      p10_us = unname(stats::quantile(t, 0.1)),
-      p90_us = unname(stats::quantile(t, 0.9)),
-      reps = length(t)
+      time_summary(t)
     )
   }
 }
