@@ -247,9 +247,8 @@ as_python_input <- function(x) {
 
 # Called from Python with f's inputs: run f, check its result, and return
 # the value, the handle of grad's R callback (see run_grad(); NULL when grad
-# was recorded), the tape of
-# the ops f recorded, the ids the tape gives f's inputs (deferred.R), and
-# grad recorded ahead (record_grad()) or NULL. `released` are handles Python
+# was recorded), the tape of the ops f recorded, the ids the tape gives f's
+# inputs (deferred.R), and grad recorded ahead (record_grad()) or NULL. `released` are handles Python
 # no longer needs; `record = FALSE` when no backward pass will follow.
 custom_gradient_forward <- function(f, inputs, released = NULL, record = TRUE) {
   release_grads(released)

@@ -121,7 +121,8 @@ def call_forward(forward, inputs, record=True):
 
     R returns ``[value, grad, tape, input_ids, recorded]``: the ops ``f``
     recorded run here, and ``recorded`` is ``grad`` recorded ahead (then
-    ``grad``, the handle of an R callback, is None), or None.  ``record=False`` tells R that no backward pass will follow.
+    ``grad``, the handle of an R callback, is None), or None.
+    ``record=False`` tells R that no backward pass will follow.
     (Python stand-ins for R return ``[value, grad]``.)
     """
     kwargs = _released_kwargs()

@@ -7,10 +7,16 @@ flows through that read.  Variables that ``f`` reads itself follow TF's
 """
 
 import tensorflow as tf
-from tensorflow.python.eager import record
 
 from customgrad import _bridge
 from customgrad.errors import VariablesError
+
+try:  # TensorFlow's own test for "a tape watches these tensors" (private)
+    from tensorflow.python.eager.record import should_record_backprop
+except ImportError:  # without it, assume a backward pass may follow
+
+    def should_record_backprop(tensors):
+        return True
 
 
 def custom_gradient(forward):
@@ -25,7 +31,7 @@ def custom_gradient(forward):
         # Eagerly, a backward pass can follow only if a tape watches the
         # inputs: if none does, R does not record grad ahead (it would never
         # run; variables that f reads still reach the R grad).
-        backward = not tf.executing_eagerly() or record.should_record_backprop(flat)
+        backward = not tf.executing_eagerly() or should_record_backprop(flat)
         leaves, spec, grad = _bridge.call_forward(forward, inputs, record=backward)
         state["spec"] = spec
 
