@@ -253,6 +253,19 @@ def format_shape(shape):
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
 
 
+def call_on_stack(calls, inner, tensors, in_spec):
+    """Run a backend's decorated ``inner`` with this call's state on top of
+    ``calls`` (the decorator runs ``inner`` at once, which reads it there);
+    return ``(state, result)``."""
+    state = {"in_spec": in_spec}
+    calls.append(state)
+    try:
+        result = inner(*tensors)
+    finally:
+        calls.pop()
+    return state, result
+
+
 def pack(spec, leaves):
     """Put flat leaves back into ``spec``'s nest."""
     return unflatten(spec, leaves)

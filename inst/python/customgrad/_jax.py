@@ -33,12 +33,7 @@ def custom_gradient(forward):
 
     def call(*args):
         tensors, in_spec = _bridge.flat_inputs(args)
-        state = {"in_spec": in_spec}
-        calls.append(state)
-        try:
-            result = inner(*tensors)
-        finally:
-            calls.pop()
+        state, result = _bridge.call_on_stack(calls, inner, tensors, in_spec)
         return _bridge.pack(state["spec"], list(result))
 
     return call

@@ -56,12 +56,7 @@ def custom_gradient(forward):
             tf.convert_to_tensor(t) if isinstance(t, tf.Variable) else t
             for t in tensors
         ]
-        state = {"in_spec": in_spec}
-        calls.append(state)
-        try:
-            result = inner(*tensors)
-        finally:
-            calls.pop()
+        state, result = _bridge.call_on_stack(calls, inner, tensors, in_spec)
         flat_out = [result] if state["spec"].num_leaves() == 1 else list(result)
         return _bridge.pack(state["spec"], flat_out)
 
