@@ -36,3 +36,26 @@ describe_object <- function(x) {
   }
   paste0("a <", class(x)[[1]], "> object")
 }
+
+check_backend <- function(
+  backend,
+  ...,
+  arg = rlang::caller_arg(backend),
+  call = rlang::caller_env()
+) {
+  if (
+    !is.character(backend) ||
+      length(backend) != 1 ||
+      !backend %in% backend_names
+  ) {
+    abort_customgrad(
+      c(
+        "{.arg {arg}} must be one of {.or {.val {backend_names}}}.",
+        "x" = "It is {describe_object(backend)}{if (is.character(backend)) paste0(': ', encodeString(backend[1], quote = '\"')) else ''}."
+      ),
+      class = "backend_unknown",
+      call = call
+    )
+  }
+  backend
+}

@@ -56,9 +56,6 @@ op_compile <- function(f) {
   check_function(f)
   state <- new.env(parent = emptyenv())
   state$f <- f
-  state$callback <- r_callback(function(...) {
-    as_tensor_tree(f(...), what = "The value of `f`")
-  })
   new_transform(f, state, "call_compiled")
 }
 
@@ -68,7 +65,7 @@ call_compiled <- function(state, args, call) {
     as_compile_input(args[[i]], what = argument_label(args, i), call = call)
   })
   names(inputs) <- names(args)
-  state$eager <- state$eager %||% identical(config_backend(), "torch")
+  state$eager <- state$eager %||% identical(backend_name(), "torch")
   if (state$eager) {
     return(as_tensor_tree(
       do.call(state$f, inputs),
@@ -78,24 +75,25 @@ call_compiled <- function(state, args, call) {
   }
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
-    fn <- state$py <- autodiff_py()$compile_function(state$callback)
+    # Made on first call: defining the function does not start Python.
+    py <- autodiff_py()
+    callback <- r_callback(function(...) {
+      as_tensor_tree(state$f(...), what = "The value of `f`")
+    })
+    fn <- state$py <- py$compile_function(callback)
   }
   # Named arguments go to Python by name (the trace is specific to them),
-  # in a dict: py_call() would take an argument named `x` as its own.
+  # in a dict, so that no name clashes with the callable's own arguments.
   named <- nzchar(names(inputs) %||% rep("", length(inputs)))
   kwargs <- if (any(named)) inputs[named]
-  out <- with_python_errors(
-    reticulate::py_call(fn, unname(inputs[!named]), kwargs),
+  with_python_errors(
+    fn(unname(inputs[!named]), kwargs),
     call = call
   )
-  if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
-    out <- py_nest_to_r(out)
-  }
-  out
 }
 
 # An argument of a compiled function: R numbers, arrays and logicals become
-# tensors of their type (op_convert_to_tensor()), lists keep their nesting.
+# tensors (r_to_tensor()), lists keep their nesting.
 as_compile_input <- function(x, what, call = NULL, nested = FALSE) {
   if (inherits(x, "python.builtin.object")) {
     return(x)
@@ -110,7 +108,7 @@ as_compile_input <- function(x, what, call = NULL, nested = FALSE) {
     ))
   }
   if (is.numeric(x) || is.logical(x)) {
-    return(op_convert_to_tensor(x))
+    return(r_to_tensor(x))
   }
   abort_customgrad(
     c(

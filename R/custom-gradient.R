@@ -8,7 +8,8 @@
 #'
 #' @section The contract:
 #' `h <- op_custom_gradient(f)` returns an R function with the arguments of
-#' `f`. `f(...)` must return `tuple(value, grad)` (or `list(value, grad)`):
+#' `f`. `f(...)` must return `tuple(value, grad)` (keras3's [keras3::tuple()],
+#' a Python tuple) or `list(value, grad)`:
 #'
 #' * `value` is a tensor, or an R list (nested lists allowed) of tensors. `h()`
 #'   returns it with the same structure.
@@ -33,24 +34,20 @@
 #'   variables it did not get as inputs, `grad` is called with `variables = `
 #'   those variables and returns `list(input_gradients, variable_gradients)`.
 #'
-#' Inputs that are not tensors (R numbers and arrays, Python floats) are
-#' converted to tensors of Keras' float type.
+#' Inputs that are not tensors (R numbers and arrays) become tensors through
+#' keras3's [keras3::op_convert_to_tensor()]: R doubles of Keras' float type
+#' ([keras3::config_floatx()], `"float32"` unless changed), the same on
+#' every backend; integers and logicals as keras3 converts them. For another
+#' dtype, pass a tensor (`op_convert_to_tensor(x, "float64")`). Inside `f` and `grad`, use keras3's `op_*()` functions and R
+#' arithmetic on tensors.
 #'
 #' @section When R runs:
-#' On PyTorch and eager TensorFlow, `f` runs at each call. `grad` runs once
-#' per call too: during the forward pass, recorded with a stand-in for
-#' `upstream`, when `f`'s value is a single tensor and a backward pass can
-#' follow; otherwise (or when it needs `upstream`'s value) at the backward
-#' pass. JAX runs `grad` during the forward pass under `jax$grad()`, on
-#' tracers. Inside `tf.function` or `jax$jit()` (and `model$fit()`), R runs
-#' only while the function is traced. On PyTorch, differentiating the
-#' gradient again (`create_graph = TRUE`) runs `f` once more in backward.
-#'
-#' Inside `f` and `grad`, tensor operations are recorded and run in Python
-#' when the function returns (one call into Python instead of one per
-#' operation); reading a value runs what it depends on first. See the
-#' "Speed" section of [customgrad-package] and the option
-#' `customgrad.defer_ops`.
+#' On PyTorch and eager TensorFlow, `f` runs at each call and `grad` at each
+#' backward pass. JAX runs `grad` during the forward pass under `jax$grad()`,
+#' on tracers. Inside `tf.function` or `jax$jit()` (and `model$fit()` on
+#' TensorFlow and JAX), R runs only while the function is traced. On
+#' PyTorch, differentiating the gradient again (`create_graph = TRUE`) runs
+#' `f` once more in backward.
 #' R can't run on other threads: a call from a non-main thread (a `tf.data`
 #' map, `tf.py_function`) is an error of class `customgrad_error_thread`.
 #'
@@ -64,8 +61,7 @@
 #' `customgrad_error_grad_signature`, `customgrad_error_grad_count` (wrong
 #' number of gradients), `customgrad_error_grad_structure`,
 #' `customgrad_error_grad_shape` (a gradient's shape differs from its
-#' input's), `customgrad_error_grad_variables` and `customgrad_error_op` (a
-#' recorded tensor operation failed; its message names the op).
+#' input's) and `customgrad_error_grad_variables`.
 #'
 #' @section Testing a custom gradient:
 #' [gradcheck()] is the way to test a gradient rule: it compares the gradient
@@ -74,10 +70,20 @@
 #' (use `error = TRUE` in tests). [op_grad()] takes the gradient itself,
 #' with the same code on TensorFlow, JAX and PyTorch.
 #'
+#' @section keras3's `op_custom_gradient()`:
+#' keras3 exports a function of the same name with the same contract, which
+#' hands `f` to `keras.ops.custom_gradient` as it is. customgrad's masks it
+#' (`library(customgrad)` attaches keras3 first) and adds: `grad` written in
+#' any of the styles above works on every backend (keras3's needs
+#' `grad(upstream)` on TensorFlow and JAX and `grad(..., upstream)` on
+#' PyTorch); several outputs on PyTorch; errors in `f` raised on PyTorch
+#' instead of turned into NaN gradients; and classed errors for results the
+#' backends would reject. `keras3::op_custom_gradient()` still calls keras3's.
+#'
 #' @param f A function of tensors returning `tuple(value, grad)`.
 #' @returns A function with the arguments of `f` that returns `f`'s value
 #'   and is differentiated with `grad`.
-#' @seealso [tuple()], [`%||%`], [gradcheck()], [op_grad()];
+#' @seealso [keras3::tuple()], [`%||%`], [gradcheck()], [op_grad()];
 #'   `vignette("custom-gradients")`, `vignette("gradients")`.
 #' @export
 #' @examplesIf customgrad::backend_available()
@@ -92,20 +98,17 @@
 #' })
 #' log1pexp(2)
 #'
-#' # Check the rule against finite differences, and take the gradient,
-#' # with the same code on every backend:
-#' gradcheck(log1pexp, c(-3, 0, 2.5))
-#' op_grad(log1pexp)(100)
-#'
-#' # The same gradient with the active backend's own autodiff:
+#' # The gradient with the backend's own autodiff:
 #' if (config_backend() == "tensorflow") {
-#'   tf <- reticulate::import("tensorflow")
-#'   x <- tf$constant(100)
-#'   with(reticulate::`%as%`(tf$GradientTape(), tape), {
+#'   library(tensorflow)
+#'   tf <- tensorflow::tf
+#'   x <- op_convert_to_tensor(100.0)
+#'   with(tf$GradientTape() %as% tape, {
 #'     tape$watch(x)
 #'     y <- log1pexp(x)
 #'   })
-#'   print(tape$gradient(y, x))
+#'   dy_dx <- tape$gradient(y, x)
+#'   stopifnot(as.numeric(dy_dx) == 1)
 #' }
 #' if (config_backend() == "jax") {
 #'   jax <- reticulate::import("jax")
@@ -113,11 +116,16 @@
 #'   print(jax$jit(jax$grad(log1pexp))(100)) # R runs only while tracing
 #' }
 #' if (config_backend() == "torch") {
-#'   torch <- reticulate::import("torch", convert = FALSE)
+#'   torch <- reticulate::import("torch")
 #'   x <- torch$tensor(100, requires_grad = TRUE)
 #'   log1pexp(x)$backward()
 #'   print(x$grad)
 #' }
+#'
+#' # The backend-agnostic form: check the rule against finite differences,
+#' # and take the gradient, with the same code on every backend.
+#' gradcheck(log1pexp, c(-3, 0, 2.5))
+#' stopifnot(as.numeric(op_grad(log1pexp)(100)) == 1)
 #'
 #' # Two inputs, two outputs: upstream has the value's structure, and grad
 #' # returns one gradient per input.
@@ -125,27 +133,13 @@
 #'   grad <- function(upstream) {
 #'     list(upstream[[1]] + upstream[[2]] * y, upstream[[1]] + upstream[[2]] * x)
 #'   }
-#'   tuple(list(x + y, x * y), grad)
+#'   list(list(x + y, x * y), grad)
 #' })
 #' sum_and_product(2, 3)
 op_custom_gradient <- function(f) {
   check_function(f)
   state <- new.env(parent = emptyenv())
-  # convert = FALSE: tensors reach R without reticulate's conversion
-  # dispatch (~40 us each for a JAX tracer); lists are converted below.
-  state$forward <- r_callback(
-    function(..., released = NULL, record = NULL) {
-      inputs <- lapply(list(...), function(x) {
-        if (inherits(x, py_containers)) reticulate::py_to_r(x) else x
-      })
-      if (!is.null(released)) {
-        released <- reticulate::py_to_r(released)
-      }
-      record <- is.null(record) || isTRUE(reticulate::py_to_r(record))
-      custom_gradient_forward(f, inputs, released, record)
-    },
-    convert = FALSE
-  )
+  state$f <- f
   fmls <- formals(args(f)) %||% alist(... = )
   inputs <- lapply(names(fmls), as.symbol)
   body <- rlang::expr(call_custom_gradient(.customgrad_state, list(!!!inputs)))
@@ -168,70 +162,38 @@ print.customgrad_function <- function(x, ...) {
 
 # Handed to Python (jax$grad(h), tf$`function`(h), a Keras Lambda layer), a
 # custom-gradient function is its Python callable: no R in between.
-#' @exportS3Method reticulate::r_to_py
+#' @rawNamespace S3method(reticulate::r_to_py, customgrad_function)
 r_to_py.customgrad_function <- function(x, convert = FALSE) {
   custom_gradient_callable(environment(x)$.customgrad_state)
 }
 
-#' Group values into a tuple
-#'
-#' `tuple(value, grad)` is how a custom-gradient function returns its value
-#' and gradient rule, and `tuple(g1, g2)` how a gradient rule returns one
-#' gradient per input. It is an R list, so R functions inside it stay R
-#' functions.
-#'
-#' @param ... Values.
-#' @returns A list of class `customgrad_tuple`.
-#' @export
-#' @examples
-#' tuple(1, "a")
-tuple <- function(...) {
-  x <- list(...)
-  class(x) <- "customgrad_tuple"
-  x
-}
-
-#' @export
-print.customgrad_tuple <- function(x, ...) {
-  cat("<tuple of ", length(x), ">\n", sep = "")
-  print(unclass(x), ...)
-  invisible(x)
-}
-
 ns_env <- function() asNamespace("customgrad")
-
-py_containers <- c(
-  "python.builtin.list",
-  "python.builtin.tuple",
-  "python.builtin.dict"
-)
 
 # The body of every function that op_custom_gradient() returns.
 call_custom_gradient <- function(state, inputs) {
   fn <- custom_gradient_callable(state)
-  out <- with_python_errors(
-    py_call_fast(fn, lapply(inputs, as_python_input)),
+  with_python_errors(
+    do.call(fn, lapply(inputs, as_python_input)),
     call = sys.call(-1)
   )
-  if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
-    out <- py_nest_to_r(out)
-  }
-  out
 }
 
-# The Python callable behind a custom-gradient function, made on first use
-# (so that defining one does not start Python).
+# The Python callable behind a custom-gradient function, made on first use:
+# defining one does not start Python.
 custom_gradient_callable <- function(state) {
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
-    fn <- state$py <- customgrad_py()$custom_gradient(state$forward)
+    py <- customgrad_py()
+    f <- state$f
+    forward <- r_callback(function(..., released = NULL) {
+      custom_gradient_forward(f, list(...), released)
+    })
+    fn <- state$py <- py$custom_gradient(forward)
   }
   fn
 }
 
-# reticulate turns an R vector of length > 1 into a Python list, which would
-# read as a nested input: send vectors and arrays as NumPy arrays instead.
-# (Python converts them, and R numbers, to tensors of Keras' float type.)
+# An input as a tensor (see r_to_tensor()); lists stay lists (nested inputs).
 as_python_input <- function(x) {
   if (inherits(x, "python.builtin.object")) {
     return(x)
@@ -239,70 +201,67 @@ as_python_input <- function(x) {
   if (is.list(x)) {
     return(lapply(x, as_python_input))
   }
-  if (is.atomic(x) && (length(x) != 1 || !is.null(dim(x)))) {
-    return(reticulate::np_array(x))
+  if (is.atomic(x)) {
+    return(r_to_tensor(x))
   }
   x
 }
 
-# Called from Python with f's inputs: run f, check its result, and return
-# the value, the handle of grad's R callback (see run_grad(); NULL when grad
-# was recorded), the tape of the ops f recorded, the ids the tape gives f's
-# inputs (deferred.R), and grad recorded ahead (record_grad()) or NULL. `released` are handles Python
-# no longer needs; `record = FALSE` when no backward pass will follow.
-custom_gradient_forward <- function(f, inputs, released = NULL, record = TRUE) {
-  release_grads(released)
-  session <- open_session(inputs)
-  on.exit(close_session(session))
-  result <- do.call(f, inputs)
-  check_custom_gradient_result(result)
-  value <- result[[1]]
-  convention <- grad_convention(result[[2]])
-  recorded <- if (record) {
-    record_grad(result[[2]], convention, inputs, session, value)
+# An R vector, matrix or array as a tensor, through keras3's
+# op_convert_to_tensor(): doubles of keras3's float type (config_floatx(),
+# as keras3's layers and its op_*() on R vectors make them) on every
+# backend, integers and logicals as keras3 converts them. (keras3's
+# op_convert_to_tensor() alone makes an R vector float64 on TensorFlow and
+# torch but an R number float32, which TensorFlow refuses to mix.)
+r_to_tensor <- function(x, dtype = NULL) {
+  if (is.null(dtype) && is.double(x)) {
+    dtype <- keras3::config_floatx()
   }
-  # A recorded grad is all the backward pass needs: no R callback waits.
-  handle <- if (is.null(recorded)) {
-    register_grad(grad_callback(result[[2]], convention, inputs, session))
-  }
-  list(
-    encode_deferred(value, session),
-    handle,
-    session$tape %||% list(),
-    as.list(session$known_ids),
-    recorded
-  )
+  keras3::op_convert_to_tensor(x, dtype = dtype)
 }
 
-# grad recorded during the forward pass, with a placeholder for upstream:
-# when grad only records ops, the backward pass runs its tape in Python and
-# needs no call into R (a Python-to-R call costs more than any op). If grad
-# needs upstream's value, reads TensorFlow variables, or fails, NULL: grad
-# then runs in the backward pass as usual. Only for a single-tensor value.
-record_grad <- function(grad, convention, inputs, forward_session, value) {
-  if (
-    is.null(forward_session) ||
-      convention$variables ||
-      !inherits(value, c("python.builtin.object", "customgrad_deferred"))
-  ) {
-    return(NULL)
+# Called from Python with f's inputs: run f, check its result, and return
+# the value and the handle of grad's R callback (see run_grad()).
+# `released` are handles Python no longer needs.
+custom_gradient_forward <- function(f, inputs, released = NULL) {
+  release_grads(released)
+  result <- as_f_result(do.call(f, inputs))
+  grad <- result[[2]]
+  convention <- grad_convention(grad)
+  handle <- register_grad(grad_callback(grad, convention, inputs))
+  list(result[[1]], handle)
+}
+
+# f's result as an R list of value and grad. keras3's tuple() is
+# reticulate's: a Python tuple, whose grad is a Python wrapper of the R
+# function; that function, formals and all, is taken back out of it.
+as_f_result <- function(result, call = NULL) {
+  if (inherits(result, "python.builtin.tuple")) {
+    result <- reticulate::py_to_r(result)
+    if (length(result) == 2L) {
+      result[[2]] <- r_function_in(result[[2]])
+    }
   }
-  session <- open_session(parent = forward_session)
-  on.exit(close_session(session))
-  upstream <- placeholder_node(session)
-  failed <- FALSE
-  grads <- tryCatch(
-    do.call(grad, grad_args(convention, inputs, upstream)),
-    error = function(cnd) failed <<- TRUE
-  )
-  if (failed) {
-    return(NULL)
+  check_custom_gradient_result(result, call = call)
+}
+
+# The R function inside reticulate's Python wrapper of it (rpytools.call's
+# python_function keeps it in its closure), else `x` as it is.
+r_function_in <- function(x) {
+  if (!inherits(x, "python.builtin.function")) {
+    return(x)
   }
-  list(
-    encode_deferred(grads, session),
-    session$tape,
-    .subset2(upstream, "id")
+  fn <- tryCatch(
+    {
+      module <- reticulate::py_to_r(reticulate::py_get_attr(x, "__module__"))
+      cells <- reticulate::py_get_attr(x, "__closure__")
+      if (identical(module, "rpytools.call")) {
+        reticulate::py_to_r(reticulate::py_get_item(cells, 0L)$cell_contents)
+      }
+    },
+    error = function(cnd) NULL
   )
+  if (is.function(fn)) fn else x
 }
 
 # grad callbacks wait here, by handle, for Python's backward pass: one R
@@ -321,11 +280,6 @@ release_grads <- function(released) {
 }
 
 run_grad <- function(handle, upstream, variables = NULL) {
-  if (is.null(handle)) {
-    # grad was recorded, so it has no `variables` argument, but TensorFlow
-    # asks for the gradients of variables that f read.
-    abort_grad_variables(length(variables))
-  }
   fn <- get(as.character(handle), envir = the$grads, inherits = FALSE)
   fn(upstream, variables)
 }
@@ -367,9 +321,12 @@ check_custom_gradient_result <- function(result, call = NULL) {
   invisible(result)
 }
 
-# How grad wants to be called, read from its formals (in R: once a closure
-# has gone to Python its formals can't be read any more).
+# How grad wants to be called, read from its formals. A Python callable
+# (not reticulate's wrapper of an R function) is called grad(upstream).
 grad_convention <- function(grad, call = NULL) {
+  if (inherits(grad, "python.builtin.object")) {
+    return(list(inputs = FALSE, named = FALSE, variables = FALSE))
+  }
   fmls <- names(if (is.primitive(grad)) formals(args(grad)) else formals(grad))
   if (length(fmls) == 0) {
     abort_customgrad(
@@ -400,7 +357,7 @@ grad_args <- function(convention, inputs, upstream) {
   }
 }
 
-grad_callback <- function(grad, convention, inputs, forward_session = NULL) {
+grad_callback <- function(grad, convention, inputs) {
   function(upstream, variables = NULL) {
     args <- grad_args(convention, inputs, upstream)
     if (!is.null(variables)) {
@@ -409,10 +366,7 @@ grad_callback <- function(grad, convention, inputs, forward_session = NULL) {
       }
       args$variables <- variables
     }
-    session <- open_session(list(upstream), parent = forward_session)
-    on.exit(close_session(session))
-    grads <- encode_deferred(do.call(grad, args), session)
-    list(grads, session$tape %||% list(), as.list(session$known_ids))
+    do.call(grad, args)
   }
 }
 

@@ -171,15 +171,7 @@ print.customgrad_gradcheck <- function(x, ...) {
 
 # customgrad's Python module for gradient checks (_gradcheck.py).
 gradcheck_py <- function() {
-  py <- the$gradcheck
-  if (is.null(py) || reticulate::py_is_null_xptr(py)) {
-    autodiff_py()
-    py <- the$gradcheck <- reticulate::import(
-      "customgrad._gradcheck",
-      convert = FALSE
-    )
-  }
-  py
+  customgrad_submodule("_gradcheck")
 }
 
 # "x", "p" for inputs matched to f's arguments; "..3" otherwise.
@@ -266,7 +258,7 @@ gradcheck_leaves <- function(inputs, labels) {
     rows[[length(rows) + 1L]] <<- list(
       input = input,
       path = path,
-      elements = tensor_length(x)
+      elements = prod(tensor_shape(x))
     )
   }
   for (i in seq_along(inputs)) {

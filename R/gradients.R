@@ -118,9 +118,6 @@ new_grad_transform <- function(
   state$wrt <- wrt
   state$upstream <- upstream
   state$with_value <- with_value
-  state$callback <- r_callback(function(...) {
-    grad_transform_forward(state, list(...))
-  })
   new_transform(f, state, "call_grad_transform")
 }
 
@@ -134,8 +131,13 @@ call_grad_transform <- function(state, args, call) {
   })
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
-    fn <- state$py <- autodiff_py()$value_and_grad(
-      state$callback,
+    # Made on first call: defining the function does not start Python.
+    py <- autodiff_py()
+    callback <- r_callback(function(...) {
+      grad_transform_forward(state, list(...))
+    })
+    fn <- state$py <- py$value_and_grad(
+      callback,
       positions = as.list(state$wrt)
     )
   }
@@ -151,13 +153,9 @@ call_grad_transform <- function(state, args, call) {
   state$frame <- list(args = args, call = call)
   on.exit(state$frame <- previous, add = TRUE)
   out <- with_python_errors(
-    do.call(
-      reticulate::py_call,
-      c(list(fn, state$upstream_py), unname(inputs))
-    ),
+    do.call(fn, c(list(state$upstream_py), unname(inputs))),
     call = call
   )
-  out <- py_nest_to_r(out)
   grads <- out[[2]]
   if (length(state$wrt) == 1) {
     grads <- grads[[1]]
@@ -185,15 +183,7 @@ grad_transform_forward <- function(state, inputs) {
 
 # customgrad's Python module for gradients (inst/python/customgrad/_autodiff.py).
 autodiff_py <- function() {
-  py <- the$autodiff
-  if (is.null(py) || reticulate::py_is_null_xptr(py)) {
-    customgrad_py()
-    py <- the$autodiff <- reticulate::import(
-      "customgrad._autodiff",
-      convert = FALSE
-    )
-  }
-  py
+  customgrad_submodule("_autodiff")
 }
 
 # A function with f's arguments whose body calls `fun(state, args, call)`.
@@ -326,7 +316,7 @@ as_tensor_tree <- function(
     if (is.null(dtype)) {
       storage.mode(x) <- "double"
     }
-    return(op_convert_to_tensor(x, dtype = dtype))
+    return(r_to_tensor(x, dtype = dtype))
   }
   abort_customgrad(
     c(
@@ -363,14 +353,14 @@ has_one_element <- function(x) {
   if (!inherits(x, "python.builtin.object")) {
     return(FALSE)
   }
-  d <- tryCatch(tensor_dim(x), error = function(cnd) NULL)
+  d <- tryCatch(tensor_shape(x), error = function(cnd) NULL)
   all(is.na(d) | d == 1L)
 }
 
 # "a tensor of shape (2, 3)", "a list of 2 tensors".
 describe_value <- function(x) {
   if (inherits(x, "python.builtin.object")) {
-    d <- tryCatch(tensor_dim(x), error = function(cnd) NULL)
+    d <- tryCatch(tensor_shape(x), error = function(cnd) NULL)
     shape <- paste(ifelse(is.na(d), "?", d), collapse = ", ")
     return(paste0("a tensor of shape (", shape, ")"))
   }

@@ -1,77 +1,10 @@
-# keras.ops functions whose R conventions need more than argument
-# conversion: R-like sequences and 1-based positions in their results. The
-# rest of keras.ops is generated (gen-ops-*.R).
-
-#' Evenly spaced values, like `seq()`
-#'
-#' As in the keras3 R package, `op_arange()` follows R's `seq()` rather than
-#' Python's `range()`: `op_arange(end)` counts from 1, and the interval
-#' includes `end` unless `include_end = FALSE`. R integers give an integer
-#' tensor and R doubles a tensor of Keras' float type, unless `dtype` says
-#' otherwise.
-#'
-#' @param start The first value; with `end` missing, the last value (and
-#'   the sequence starts at 1).
-#' @param end The last value (included when the steps reach it).
-#' @param step The spacing between values.
-#' @param dtype A dtype name, or `NULL` to infer it from the arguments.
-#' @param include_end If `FALSE`, `end` is left out as in Python's
-#'   `keras.ops.arange()`.
-#' @returns A one-dimensional tensor.
-#' @family numpy ops
-#' @export
-#' @examplesIf customgrad::backend_available()
-#' op_arange(5L)
-#' op_arange(0, 1, 0.25)
-#' op_arange(1, 5, include_end = FALSE)
-op_arange <- function(start, end, step = 1L, dtype = NULL, include_end = TRUE) {
-  if (missing(end)) {
-    end <- start
-    start <- if (is.double(end)) 1 else 1L
-  }
-  if (is_int_dtype(dtype)) {
-    if (is.double(start)) {
-      start <- as.integer(start)
-    }
-    if (is.double(end)) {
-      end <- as.integer(end)
-    }
-    if (is.double(step)) step <- as.integer(step)
-  }
-  if (include_end) {
-    # Half a step past the end: the end is in, rounding can't add one more.
-    whole <- is.integer(end) && is.integer(step)
-    end <- if (whole) end + step else end + step / 2
-  }
-  call_op("arange", start, end, step, dtype)
-}
-
-#' Positions of the non-zero elements
-#'
-#' Unlike Python's `keras.ops.nonzero()`, which returns one index vector per
-#' axis, `op_nonzero()` returns them as the columns of one matrix, with
-#' 1-based positions (as the keras3 R package does), so that row `i` is the
-#' position of the `i`-th non-zero element, counting in row-major order (the
-#' last axis varies fastest, unlike `which(arr.ind = TRUE)`).
-#'
-#' @param x A tensor (R double vectors and arrays become tensors of Keras'
-#'   float type).
-#' @returns An integer tensor with one row per non-zero element and one
-#'   column per axis of `x`.
-#' @family numpy ops
-#' @export
-#' @examplesIf customgrad::backend_available()
-#' op_nonzero(c(0, 1, 0, 2))
-#' op_nonzero(rbind(c(0, 1), c(2, 0)))
-op_nonzero <- function(x) {
-  idx <- call_op("nonzero", as_float(x))
-  call_op("add", call_op("stack", idx, -1L), 1L)
-}
+# keras.ops functions that keras3 lacks and whose R conventions need more
+# than argument conversion: 1-based positions in their results. The others
+# keras3 lacks are generated (gen-ops-*.R).
 
 #' Unique elements of a tensor
 #'
-#' @param x A tensor (R double vectors and arrays become tensors of Keras'
-#'   float type).
+#' @param x A tensor, or an R vector or array.
 #' @param sorted Whether to sort the unique elements in ascending order.
 #' @param return_index If `TRUE`, also return the position of the first
 #'   occurrence of each unique element in `x`.
@@ -107,7 +40,7 @@ op_unique <- function(
 ) {
   out <- call_op(
     "unique",
-    as_float(x),
+    x,
     sorted,
     return_index,
     return_inverse,
@@ -119,40 +52,13 @@ op_unique <- function(
   if (!(return_index || return_inverse || return_counts)) {
     return(out)
   }
-  out <- py_result(out)
+  # A Python tuple, which call_op() hands back as an R list.
   positions <- 1L + cumsum(c(return_index, return_inverse))
   positions <- positions[c(return_index, return_inverse)]
   if (!zero_indexed) {
     for (i in positions) {
       out[[i]] <- call_op("add", out[[i]], 1L)
     }
-  }
-  out
-}
-
-#' Coordinates of flat positions
-#'
-#' Converts positions in a flattened tensor of shape `shape` to coordinates,
-#' in row-major (C) order as in Keras (this is how `op_reshape()` and
-#' `op_ravel()` order elements). Positions and coordinates are 1-based.
-#'
-#' @param indices Flat positions: a tensor, or R integers.
-#' @param shape The shape of the tensor, an R integer vector.
-#' @param zero_indexed If `TRUE`, positions and coordinates are 0-based as in
-#'   Python.
-#' @returns An R list with one tensor of coordinates per axis.
-#' @family numpy ops
-#' @export
-#' @examplesIf customgrad::backend_available()
-#' op_unravel_index(c(2, 6), c(2, 3))
-op_unravel_index <- function(indices, shape, zero_indexed = FALSE) {
-  out <- py_result(call_op(
-    "unravel_index",
-    as_index(indices, zero_indexed),
-    as_shape(shape)
-  ))
-  if (!zero_indexed) {
-    out <- lapply(out, function(i) call_op("add", i, 1L))
   }
   out
 }

@@ -1,12 +1,14 @@
-# Python: where customgrad's environment lives, and handles to Keras and to
-# customgrad's Python module. Handles are made on first use, never at load
-# time, so that library(customgrad) does not start Python and the backend
-# can still be chosen.
+# Python: which one customgrad and keras3 share, and handles to customgrad's
+# Python module. Handles are made on first use, never at load time, so that
+# library(customgrad) does not start Python and the backend can still be
+# chosen with keras3's use_backend().
 
 #' Where customgrad's Python environment lives
 #'
-#' `install_customgrad()` creates a virtual environment here, and the package
-#' uses it when it loads unless `RETICULATE_PYTHON` names another Python.
+#' `install_customgrad()` creates a virtual environment here. A session that
+#' has not chosen a Python otherwise (`RETICULATE_PYTHON`,
+#' `reticulate::use_virtualenv()`, an activated virtual environment) uses it,
+#' for keras3 as well: there is one Python per R session.
 #'
 #' @returns The path of the virtual environment, a string.
 #' @export
@@ -20,90 +22,109 @@ python_env_python <- function(env = python_env_path()) {
   file.path(env, "bin", "python")
 }
 
-# keras, imported with the chosen backend. Every path into Python starts
-# here, so KERAS_BACKEND is set before anything imports keras.
-keras_module <- function(call = rlang::caller_env()) {
-  the$keras %||% load_keras(call)
+# customgrad's Python module (inst/python/customgrad), registered in
+# .onLoad as a delayed import that names customgrad's environment: that is
+# how a package tells reticulate which Python it prefers. Explicit choices
+# (RETICULATE_PYTHON, use_virtualenv(), an active venv) still win; the
+# priority puts customgrad's environment before keras3's "r-keras".
+register_python_module <- function() {
+  env <- python_env_path()
+  # import() rather than import_from_path(), which drops `environment` and
+  # `priority`; customgrad_py() puts the module's directory on sys.path.
+  the$py_module <- reticulate::import(
+    "customgrad",
+    convert = TRUE,
+    delay_load = list(
+      environment = if (dir.exists(env)) env else NA_character_,
+      priority = 20L
+    )
+  )
 }
 
-load_keras <- function(call) {
-  backend <- backend_choice()
-  check_python(backend, call)
-  Sys.setenv(KERAS_BACKEND = backend)
-  keras <- tryCatch(
-    reticulate::import("keras", convert = FALSE),
-    error = function(cnd) {
+# The module, ready to use: Python checked (and started) first, R's
+# callbacks registered once.
+customgrad_py <- function(call = rlang::caller_env()) {
+  if (!isTRUE(the$py_ready)) {
+    start_python(call)
+    path <- system.file("python", package = "customgrad", mustWork = TRUE)
+    sys <- reticulate::import("sys", convert = FALSE)
+    if (!reticulate::py_to_r(sys$path$`__contains__`(path))) {
+      sys$path$insert(0L, path)
+    }
+    memory <- reticulate::import("customgrad._memory", convert = FALSE)
+    threshold <- getOption("customgrad.gc_threshold_mb", 128) * 2^20
+    memory$set_collector(r_callback(collect_garbage), threshold)
+    bridge <- reticulate::import("customgrad._bridge", convert = FALSE)
+    bridge$set_grad_runner(r_callback(run_grad))
+    the$py_ready <- TRUE
+  }
+  the$py_module
+}
+
+# Start Python with Keras the way keras3 does, after checking that a Python
+# with Keras and the backend's module is there: never let reticulate fall
+# back to downloading one (it would try `uv`, which fails offline).
+start_python <- function(call = rlang::caller_env()) {
+  if (!reticulate::py_available(initialize = FALSE)) {
+    config <- python_choice()
+    if (is.null(config)) {
       abort_customgrad(
         c(
-          "Can't import Keras with the {.val {backend}} backend.",
-          "i" = "Run {.code customgrad::install_customgrad()}, then restart R."
+          "customgrad needs Python with Keras 3, and no Python has been chosen.",
+          "i" = "Run {.code customgrad::install_customgrad()}, or set {.envvar RETICULATE_PYTHON} to a Python with Keras, then restart R."
         ),
         class = "python_missing",
-        call = call,
-        parent = cnd
+        call = call
       )
     }
+  }
+  check_python_modules(call)
+  # keras3's module handle imports keras (with KERAS_BACKEND as chosen with
+  # use_backend()) and runs keras3's hooks.
+  keras3::keras$ops
+  invisible(TRUE)
+}
+
+# The Python reticulate would start, or NULL when it would download one.
+python_choice <- function() {
+  if (identical(Sys.getenv("RETICULATE_PYTHON"), "managed")) {
+    return(list(python = "managed", forced = "RETICULATE_PYTHON"))
+  }
+  tryCatch(reticulate::py_discover_config(), error = function(cnd) NULL)
+}
+
+check_python_modules <- function(call) {
+  backend <- backend_name()
+  missing <- c(
+    if (!reticulate::py_module_available("keras")) "keras",
+    if (!reticulate::py_module_available(backend_module(backend))) {
+      backend_module(backend)
+    }
   )
-  active <- reticulate::py_to_r(keras$config$backend())
-  if (!identical(active, backend)) {
-    abort_backend_locked(backend, active, call)
+  if (length(missing) == 0) {
+    return(invisible())
   }
-  the$backend <- active
-  the$keras <- keras
-  keras
-}
-
-check_python <- function(backend, call) {
-  python <- tryCatch(
-    reticulate::py_discover_config(),
-    error = function(cnd) NULL
+  config <- reticulate::py_config()
+  abort_customgrad(
+    c(
+      "The Python in use lacks {.pkg {missing}}, which the {.val {backend}} backend needs.",
+      "i" = "Python: {.file {config$python}}, chosen by {python_reason(config)}.",
+      "i" = "Run {.code customgrad::install_customgrad()} and restart R, or choose a Python that has them with {.envvar RETICULATE_PYTHON}."
+    ),
+    class = if ("keras" %in% missing) "python_missing" else "backend_missing",
+    call = call
   )
-  ok <- !is.null(python) &&
-    reticulate::py_available(initialize = TRUE) &&
-    reticulate::py_module_available("keras")
-  if (!ok) {
-    abort_customgrad(
-      c(
-        "customgrad needs Python with Keras 3, and it can't find one.",
-        "x" = if (!is.null(python)) {
-          "Keras isn't installed in {.file {python$python}}."
-        },
-        "i" = "Run {.code customgrad::install_customgrad()}, then restart R."
-      ),
-      class = "python_missing",
-      call = call
-    )
-  }
-  module <- backend_module(backend)
-  if (!reticulate::py_module_available(module)) {
-    abort_customgrad(
-      c(
-        "The {.val {backend}} backend needs the Python module {.pkg {module}}, which isn't installed.",
-        "i" = "Run {.code customgrad::install_customgrad(backends = \"{backend}\")}, then restart R."
-      ),
-      class = "backend_missing",
-      call = call
-    )
-  }
 }
 
-# customgrad's own Python module (inst/python/customgrad).
-customgrad_py <- function() {
-  the$py %||% load_customgrad_py()
-}
-
-load_customgrad_py <- function() {
-  keras_module()
-  path <- system.file("python", package = "customgrad", mustWork = TRUE)
-  py <- reticulate::import_from_path("customgrad", path = path, convert = FALSE)
-  memory <- reticulate::import("customgrad._memory", convert = FALSE)
-  threshold <- getOption("customgrad.gc_threshold_mb", 128) * 2^20
-  memory$set_collector(r_callback(collect_garbage), threshold)
-  bridge <- reticulate::import("customgrad._bridge", convert = FALSE)
-  bridge$set_grad_runner(r_callback(run_grad))
-  the$memory <- memory
-  the$py <- py
-  py
+python_reason <- function(config) {
+  forced <- config$forced
+  if (is.null(forced) || !nzchar(forced)) {
+    return("reticulate's default search")
+  }
+  if (grepl("customgrad", forced, fixed = TRUE)) {
+    return("customgrad (the environment of install_customgrad())")
+  }
+  forced
 }
 
 # Called from Python when tensors handed to R since the last collection pass
@@ -113,58 +134,23 @@ collect_garbage <- function() {
   invisible(NULL)
 }
 
-cache_keras_op <- function(name) {
-  customgrad_py()
-  fn <- the$memory$wrap(reticulate::py_call(customgrad_deferred_py()$op, name))
-  assign(name, fn, envir = the$ops)
-  fn
-}
-
-# Call keras.ops.<name>(...) through a cached callable: after the first call
-# an environment look-up, no attribute look-up and no result conversion.
+# Call keras.ops.<name>(...), with results as keras3 gives them.
 call_op <- function(name, ...) {
-  # Inside f and grad of a custom gradient, record instead (deferred.R).
-  session <- the$session
-  if (!is.null(session) && !is.null(deferrable[[name]])) {
-    node <- defer_op(session, name, list(...))
-    if (!is.null(node)) {
-      return(node)
-    }
+  fn <- the$ops[[name]]
+  if (is.null(fn)) {
+    fn <- reticulate::py_get_attr(keras3::keras$ops, name)
+    assign(name, fn, envir = the$ops)
   }
-  py_call_fast(the$ops[[name]] %||% cache_keras_op(name), list(...))
+  fn(...)
 }
 
-# A Python list or dict of tensors (a multi-output result) as an R list.
-# reticulate's py_to_r() hands the tensors in it back with conversion on,
-# unlike every other tensor customgrad returns (`$numpy()` would then give
-# an R array): turn it off, in the flag reticulate keeps in the reference.
-py_nest_to_r <- function(x) {
-  unconverted(reticulate::py_to_r(x))
-}
-
-unconverted <- function(x) {
-  if (inherits(x, "python.builtin.object")) {
-    if (is.environment(x) && exists("convert", envir = x, inherits = FALSE)) {
-      assign("convert", FALSE, envir = x)
-    }
-    return(x)
+# A submodule of customgrad's Python package, imported once.
+customgrad_submodule <- function(name) {
+  py <- the$submodules[[name]]
+  if (is.null(py)) {
+    customgrad_py()
+    py <- reticulate::import(paste0("customgrad.", name), convert = TRUE)
+    assign(name, py, envir = the$submodules)
   }
-  if (is.list(x)) {
-    for (i in seq_along(x)) {
-      if (!is.null(x[[i]])) x[[i]] <- unconverted(x[[i]])
-    }
-  }
-  x
-}
-
-# reticulate::py_call() without its per-call checks (Python is running once
-# a callable exists): its internal py_call_impl() where reticulate has one,
-# ~7 us less per call in reticulate 1.28.
-py_call_fast <- function(fn, args) {
-  nms <- names(args)
-  if (is.null(nms)) {
-    return(the$py_call_impl(fn, args, NULL))
-  }
-  named <- nzchar(nms)
-  the$py_call_impl(fn, args[!named], args[named])
+  py
 }

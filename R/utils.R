@@ -1,14 +1,12 @@
-#' Default value for `NULL`
+#' Objects exported from other packages
 #'
-#' `x %||% y` is `y` when `x` is `NULL`, else `x`. Base R has it only from
-#' R 4.4; gradient functions use it for the `upstream %||% ..1` fallback.
+#' `x %||% y` is `y` when `x` is `NULL`, else `x`: rlang's, re-exported
+#' because gradient functions use it for the `upstream %||% ..1` fallback
+#' and base R has it only from R 4.4.
 #'
-#' @param x,y Any values.
-#' @returns `x` unless it is `NULL`, else `y`.
-#' @name null-default
+#' @importFrom rlang %||%
+#' @export %||%
+#' @name reexports
+#' @keywords internal
 #' @aliases %||%
-#' @export
-#' @examples
-#' NULL %||% 2
-#' 1 %||% 2
-`%||%` <- function(x, y) if (is.null(x)) y else x
+NULL

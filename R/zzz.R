@@ -1,26 +1,30 @@
 .onLoad <- function(libname, pkgname) {
-  # Prefer customgrad's own environment; RETICULATE_PYTHON still wins, and
-  # required = FALSE leaves the choice open until Python starts.
-  env <- python_env_path()
-  if (
-    !nzchar(Sys.getenv("RETICULATE_PYTHON")) &&
-      file.exists(python_env_python(env))
-  ) {
-    reticulate::use_virtualenv(env, required = FALSE)
-  }
-  the$py_call_impl <- find_py_call_impl()
+  register_python_module()
   register_tensor_methods()
-  register_deferred_methods()
 }
 
-# The same method object for every tensor class (see tensor-ops.R), so that
-# `x + y` with tensors of two classes dispatches without a warning.
+# customgrad's methods for JAX and torch tensors (see tensor-ops.R). A
+# generic that already has a method for a class (from keras3, tensorflow or
+# reticulate's own per-class methods) keeps it: nothing is overwritten.
+# keras3 adds as.array(), t(), `^` and %*% for the backend's tensor class
+# when Keras starts; tensor_methods() has none of those.
 register_tensor_methods <- function() {
-  methods <- c(tensor_compute_methods(), tensor_value_methods())
-  base <- asNamespace("base")
+  methods <- tensor_methods()
   for (class in tensor_classes) {
     for (generic in names(methods)) {
-      registerS3method(generic, class, methods[[generic]], envir = base)
+      register_if_missing(generic, class, methods[[generic]])
     }
+  }
+  # tensorflow R has Math methods one by one (sin(), exp(), ...) but none
+  # for tanh(), cosh(), trunc(), cumsum() and the like: the Math group
+  # method fills only those gaps.
+  register_if_missing("Math", "tensorflow.tensor", tensor_Math)
+}
+
+register_if_missing <- function(generic, class, method) {
+  envir <- if (generic == "str") asNamespace("utils") else baseenv()
+  existing <- utils::getS3method(generic, class, optional = TRUE, envir = envir)
+  if (is.null(existing)) {
+    registerS3method(generic, class, method, envir = envir)
   }
 }

@@ -1,33 +1,56 @@
-"""Generate customgrad's op_*() wrappers from keras.ops itself.
+"""Generate the op_*() wrappers that customgrad adds to keras3's.
 
-Usage (from the package root, with customgrad's Python environment):
+Usage (from the package root, with customgrad's Python environment; Rscript
+must be on the PATH, with the keras3 R package installed):
 
     ~/.local/share/R/customgrad/venv/bin/python tools/generate-ops.py
 
-Writes, for each family (core, math, linalg, nn, numpy, image):
+customgrad extends the keras3 R package and duplicates none of it: keras3
+exports op_*() wrappers for most of keras.ops, and customgrad writes
+wrappers only for the public functions of keras.ops and keras.ops.image
+whose R name keras3 does not export. Every keras.ops function is thus
+reachable as op_*(), from keras3 or from customgrad, and no name is
+defined twice (an op_*() of customgrad's would mask keras3's, or the other
+way round, depending on which package was attached last). keras3's exports
+are read from the installed keras3 package at each run (`Rscript -e
+'getNamespaceExports("keras3")'`); the script stops if R or keras3 can't
+tell them. op_custom_gradient() is customgrad's own (R/custom-gradient.R)
+and is never generated.
 
-* R/gen-ops-<family>.R: one R function per public function of keras.ops
-  (and keras.ops.image, as op_image_*), with roxygen docs built from the
-  Python signature and docstring and the R conventions below;
-* tests/testthat/test-gen-ops-<family>.R: a smoke test per function that
-  calls it with small inputs and checks the values, against base R where R
-  has an equivalent.
+Writes, for each family (core, math, linalg, nn, numpy, image) that has
+such functions:
 
-R conventions (shared with the keras3 R package): snake_case argument
-names as in Python; axes and positions 1-based; R integers where Python
-wants ints; NULL for None; R functions as callbacks; Python tuples returned
-as R lists. Functions whose R conventions need more than argument
-conversion are hand-written in R/ops-*.R (HAND_WRITTEN below); the
-generator still writes their smoke tests.
+* R/gen-ops-<family>.R: one R function per function, with roxygen docs
+  built from the Python signature and docstring and the R conventions
+  below;
+* tests/testthat/test-gen-ops-<family>.R: a smoke test per function,
+  hand-written ones included, that calls it with small inputs and checks
+  the values, against base R where R has an equivalent;
+
+and tests/testthat/helper-ops.R (the tests' fixtures and helpers). A family
+with no such functions gets no files (stale ones are removed).
+
+R conventions (keras3's): snake_case argument names as in Python; axes and
+positions 1-based; R integers where Python wants ints; NULL for None; R
+functions as callbacks; Python tuples returned as R lists. Tensor arguments
+go to Python as reticulate converts them (R vectors as lists, arrays as
+NumPy arrays), so R doubles give float32 or float64 tensors as Keras
+decides. Functions whose R conventions need more than argument conversion
+are hand-written in R/ops-*.R (HAND_WRITTEN below); the generator writes
+only their smoke tests.
 
 Everything op-specific is in the tables at the end of this file (SPECS,
-HAND_WRITTEN, FIXTURES); a new keras.ops function without an entry there
-stops the script with its name.
+HAND_WRITTEN, FIXTURES). The script stops with the names of the
+functions customgrad must wrap that have no entry there, and of the
+entries for functions it must not wrap (keras3 exports them, or keras.ops
+has no such function).
 """
 
 import inspect
 import os
 import re
+import shlex
+import subprocess
 import textwrap
 
 os.environ.setdefault("KERAS_BACKEND", "numpy")
@@ -53,6 +76,9 @@ FAMILY_TITLES = {
 R_RESERVED = {"function", "if", "else", "repeat", "while", "for", "in", "next", "break",
               "TRUE", "FALSE", "NULL", "Inf", "NaN", "NA"}
 PY_LITERALS = {"True": "TRUE", "False": "FALSE", "None": "NULL"}
+# R names that customgrad defines outside the generated files and the
+# HAND_WRITTEN table, whatever keras3 exports.
+CUSTOMGRAD_OWN = {"op_custom_gradient": "R/custom-gradient.R"}
 
 
 # --- Which Python functions, and their R names --------------------------------
@@ -78,11 +104,40 @@ def r_name(path, name):
     return "op_" + name
 
 
+def table_key(path, name):
+    """The key of an op in SPECS and HAND_WRITTEN."""
+    return name if path == "keras.ops" else "image." + name
+
+
 def family_of(path, fn):
     if path == "keras.ops.image":
         return "image"
     family = fn.__module__.rsplit(".", 1)[-1]
     return {"einops": "numpy"}.get(family, family)
+
+
+def keras3_exports():
+    """The names the installed keras3 R package exports."""
+    cmd = ["Rscript", "-e", 'cat(getNamespaceExports("keras3"), sep = "\\n")']
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise SystemExit(f"Can't run Rscript to read keras3's exports: {e}")
+    names = set(res.stdout.split())
+    if res.returncode != 0 or not any(n.startswith("op_") for n in names):
+        raise SystemExit(
+            "Can't read the exports of the keras3 R package "
+            f"(`{shlex.join(cmd)}` exited with status {res.returncode}):\n"
+            + (res.stderr.strip() or res.stdout.strip() or "no output")
+            + "\ncustomgrad wraps only what keras3 lacks: install keras3 first."
+        )
+    return names
+
+
+def customgrad_ops(ops, exports):
+    """The ops customgrad wraps: those whose R name keras3 doesn't export."""
+    return [(path, name, fn) for path, name, fn in ops
+            if r_name(path, name) not in exports and r_name(path, name) not in CUSTOMGRAD_OWN]
 
 
 # --- Docstrings -----------------------------------------------------------------
@@ -244,7 +299,7 @@ def r_literal(value, converter=None):
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, int):
-        if converter in ("as_axis", "as_axes", "as_axis_tuple", "as_index") and value >= 0:
+        if converter in ("as_axis", "as_index") and value >= 0:
             value += 1
         return f"{value}L"
     if isinstance(value, float):
@@ -264,17 +319,12 @@ class Param:
         self.r_name = r_name
 
 
-def build_params(py_name, fn, spec):
+def build_params(key, fn, spec):
     sig = inspect.signature(fn)
     params = []
     for p in sig.parameters.values():
-        r_arg = spec.get("rename", {}).get(p.name, p.name)
-        converter = converter_for(("image." if fn.__module__.endswith("image") else "") + py_name, p.name, spec)
-        params.append(Param(p.name, p.kind, p.default, converter, r_arg))
-    order = spec.get("order")
-    if order:
-        by_name = {p.r_name: p for p in params}
-        params = [by_name[n] for n in order] + [p for p in params if p.r_name not in order]
+        converter = converter_for(key, p.name, spec)
+        params.append(Param(p.name, p.kind, p.default, converter, p.name))
     return params
 
 
@@ -301,7 +351,7 @@ def convert_expr(p, spec):
         return arg
     if c == "as_index" and spec.get("zero_indexed"):
         return f"as_index({arg}, zero_indexed)"
-    if c in ("as_axis", "as_axes", "as_axis_tuple") and arg != "axis":
+    if c == "as_axis" and arg != "axis":
         return f'{c}({arg}, "{arg}")'
     return f"{c}({arg})"
 
@@ -311,69 +361,46 @@ def repr_name(py_name):
 
 
 def r_body(py_name, params, spec, caller):
-    positional, keyword, dots_conv = [], [], None
+    """The call of keras.ops.<py_name>: `caller` hands back Python's result
+    as keras3 does (converted: tuples and lists as R lists)."""
+    positional, keyword = [], []
     seen_var_positional = False
     for p in params:
         if p.kind == inspect.Parameter.VAR_POSITIONAL:
             seen_var_positional = True
-            dots_conv = spec.get("dots")
             positional.append("...")
             continue
         if p.kind == inspect.Parameter.VAR_KEYWORD:
             if not seen_var_positional:
-                dots_conv = spec.get("dots")
                 keyword.append("...")
             continue
         expr = convert_expr(p, spec)
         py_arg = f"`{p.name}`" if p.name in R_RESERVED else p.name
-        if p.kind == inspect.Parameter.KEYWORD_ONLY or seen_var_positional or spec.get("order"):
+        if p.kind == inspect.Parameter.KEYWORD_ONLY or seen_var_positional:
             keyword.append(f"{py_arg} = {expr}")
         else:
             positional.append(expr)
-    if dots_conv:
-        # The dots are converted one by one; keyword arguments follow them.
-        pos = [f'"{py_name}"'] + [a for a in positional if a != "..."]
-        kw = [a for a in keyword if a != "..."]
-        parts = [f"list({', '.join(pos)})", f"lapply(list(...), {dots_conv})"]
-        if kw:
-            parts.append(f"list({', '.join(kw)})")
-        call = f"do.call({caller}, c({', '.join(parts)}))"
-    else:
-        call = f"{caller}({', '.join([repr_name(py_name)] + positional + keyword)})"
+    call = f"{caller}({', '.join([repr_name(py_name)] + positional + keyword)})"
     result = spec.get("result")
     if result is None:
         return call
-    if result == "r":
-        return f"py_result({call})"
-    if result == "function":
-        return f"py_function_result({call})"
     if result == "index":
         return f"index_result({call}, zero_indexed)"
-    m = re.match(r"index_at:(\d+)", result)
-    if m:
-        return f"index_result_at({call}, {m.group(1)}L, zero_indexed)"
     raise ValueError(result)
 
 
 PARAM_NOTES = {
     "as_axis": "Axes are 1-based: `1` is the first axis and `-1` the last.",
-    "as_axes": "Axes are 1-based: `1` is the first axis and `-1` the last.",
     "as_index": "Positions are 1-based.",
-    "as_start_indices": "Positions are 1-based.",
     "as_sections": "A number of equal sections, or the 1-based positions where new pieces start.",
-    "as_py_function": "An R function (or a Python callable).",
-    "as_py_functions": "A list of R functions (or Python callables).",
     "as_shape": "An R integer vector (`NA` for an unknown dimension).",
-    "as_newshape": "An R integer vector; one dimension may be `NA` (or `-1`) to be inferred.",
-    "as_float": "R double vectors and arrays become tensors of Keras' float type.",
-    "as_floats": "R double vectors and arrays become tensors of Keras' float type.",
     "as_tuple": "An R list of tensors.",
 }
 
 
 def fix_axis_defaults(text, p):
     """Docstring text about a 0-based axis default, made 1-based."""
-    if p.converter not in ("as_axis", "as_axes"):
+    if p.converter != "as_axis":
         return text
 
     def shift(m):
@@ -396,6 +423,8 @@ def param_doc(py_name, p, doc_args, spec):
         text = ""
     text = md(fix_axis_defaults(text, p))
     note = PARAM_NOTES.get(p.converter)
+    if p.name in CALLBACK_ARGS:
+        note = "An R function (or a Python callable)."
     if p.converter == "as_index" and spec.get("zero_indexed"):
         note = "Positions are 1-based (0-based with `zero_indexed = TRUE`)."
     if note and note not in text:
@@ -404,11 +433,12 @@ def param_doc(py_name, p, doc_args, spec):
 
 
 def generate_function(path, py_name, fn):
-    spec = SPECS.get(py_name if path == "keras.ops" else "image." + py_name, {})
+    key = table_key(path, py_name)
+    spec = SPECS[key]
     name = r_name(path, py_name)
     family = family_of(path, fn)
     title, description, doc_args, returns = parse_docstring(fn.__doc__)
-    params = build_params(py_name, fn, spec)
+    params = build_params(key, fn, spec)
     formals = r_formals(params, spec)
     caller = "call_image_op" if path == "keras.ops.image" else "call_op"
     body = r_body(py_name, params, spec, caller)
@@ -443,23 +473,14 @@ def generate_function(path, py_name, fn):
     ret = md(returns) if returns else "A tensor."
     lines.append(roxygen_block("@returns " + ret))
     lines.append(f"#' @family {FAMILY_TITLES[family]}")
-    if spec.get("aliases"):
-        lines.append(f"#' @aliases {' '.join(spec['aliases'])}")
     lines.append("#' @export")
     lines.append(example_block(spec, name))
     header = f"{name} <- function({', '.join(formals)}) {{"
     if len(header) > 80:
         header = f"{name} <- function(\n" + ",\n".join("  " + f for f in formals) + "\n) {"
     lines.append(header)
-    for pre in spec.get("pre", []):
-        lines.append(f"  {pre}")
     lines.append(textwrap.indent(wrap_call(body, 78), "  "))
     lines.append("}")
-    for alias in spec.get("aliases", []):
-        lines.append("")
-        lines.append(f"#' @rdname {name}")
-        lines.append("#' @export")
-        lines.append(f"{alias} <- {name}")
     return family, name, "\n".join(lines) + "\n"
 
 
@@ -468,10 +489,6 @@ def example_block(spec, name):
     if test is None:
         raise SystemExit(f"{name}: no test/example in py")
     cond = "customgrad::backend_available()"
-    fails = spec.get("fails", {})
-    if fails:
-        ok = [b for b in ("tensorflow", "jax", "torch") if b not in fails]
-        cond += " && customgrad::config_backend() %in% c(" + ", ".join(f'"{b}"' for b in ok) + ")"
     code = fixture_lines(test["ex"]) + wrap_call(test["ex"]).splitlines()
     if spec.get("autograph_files"):
         # On TensorFlow this op leaves autograph files in the temp dir.
@@ -522,23 +539,12 @@ def generate_test(name, spec):
     body.append("  skip_if_no_backend()")
     if spec.get("autograph_files"):
         body.append("  local_autograph_cleanup()")
-    check = []
     if "check" in test:
-        check.append(f"  res <- {test['ex']}")
-        check += ["  " + l for l in test["check"].strip().splitlines()]
+        body.append(f"  res <- {test['ex']}")
+        body += ["  " + l for l in test["check"].strip().splitlines()]
     else:
-        tol = test.get("tol", "1e-5")
-        check.append(f"  expect_tensor({test['ex']}, {test['expect']}, tolerance = {tol})")
-    fails = spec.get("fails", {})
-    if fails:
-        backends = ", ".join(f'"{b}"' for b in fails)
-        reasons = "; ".join(f"{b}: {r}" for b, r in fails.items())
-        body.append(f"  if (config_backend() %in% c({backends})) {{")
-        body.append(f"    # Can't run there: {reasons}")
-        body.append(f"    expect_error({test['ex']})")
-        body.append("    return(invisible())")
-        body.append("  }")
-    body += check
+        tol = test.get("tol", TOLERANCE)
+        body.append(f"  expect_tensor({test['ex']}, {test['expect']}, tolerance = {tol})")
     what = test.get("what") or ("matches base R" if uses_base_r(test.get("expect", "")) else "gives the expected values")
     return f'test_that("{name}() {what}", {{\n' + "\n".join(body) + "\n})\n"
 
@@ -555,18 +561,14 @@ def uses_base_r(expr):
 
 def main():
     ops = public_ops()
-    missing = []
-    for path, py_name, _ in ops:
-        key = py_name if path == "keras.ops" else "image." + py_name
-        if key not in SPECS and key not in HAND_WRITTEN:
-            missing.append(key)
-    if missing:
-        raise SystemExit("No entry in the SPECS table for: " + ", ".join(missing))
+    exports = keras3_exports()
+    ours = customgrad_ops(ops, exports)
+    check_tables(ops, ours)
 
     code = {f: [] for f in FAMILIES}
     tests = {f: [] for f in FAMILIES}
-    for path, py_name, fn in ops:
-        key = py_name if path == "keras.ops" else "image." + py_name
+    for path, py_name, fn in ours:
+        key = table_key(path, py_name)
         name = r_name(path, py_name)
         family = family_of(path, fn)
         if key in HAND_WRITTEN:
@@ -579,19 +581,54 @@ def main():
     if MISSING_DOCS:
         raise SystemExit("No documentation for arguments: " + ", ".join(MISSING_DOCS))
     for family in FAMILIES:
-        write(os.path.join("R", f"gen-ops-{family}.R"), HEADER + (
-            f"# The {FAMILY_TITLES[family]}: keras.ops"
-            f"{'.image' if family == 'image' else ''} functions as R functions.\n"
-        ) + "".join("\n" + t for t in code[family]))
-        write(os.path.join("tests", "testthat", f"test-gen-ops-{family}.R"), HEADER + (
-            f"# Smoke tests of the {FAMILY_TITLES[family]} on the active backend, with the\n"
-            "# fixtures in helper-ops.R.\n"
-        ) + "".join("\n" + t for t in tests[family]))
-    write(os.path.join("tests", "testthat", "helper-ops.R"), helper_ops())
+        r_file = os.path.join("R", f"gen-ops-{family}.R")
+        test_file = os.path.join("tests", "testthat", f"test-gen-ops-{family}.R")
+        module = "keras.ops.image" if family == "image" else "keras.ops"
+        if code[family]:
+            write(r_file, HEADER + (
+                f"# The {FAMILY_TITLES[family]} keras3 lacks: {module} functions as R functions.\n"
+            ) + "".join("\n" + t for t in code[family]))
+        else:
+            remove(r_file)
+        if tests[family]:
+            write(test_file, HEADER + (
+                f"# Smoke tests of customgrad's {FAMILY_TITLES[family]} on the active backend, with\n"
+                "# the fixtures in helper-ops.R.\n"
+            ) + "".join("\n" + t for t in tests[family]))
+        else:
+            remove(test_file)
+    all_tests = "".join(t for family in FAMILIES for t in tests[family])
+    write(os.path.join("tests", "testthat", "helper-ops.R"), helper_ops(all_tests))
     n_code = sum(len(v) for v in code.values())
     n_test = sum(len(v) for v in tests.values())
-    print(f"keras {keras.__version__}: {len(ops)} public ops, {n_code} generated "
-          f"wrappers, {len(HAND_WRITTEN)} hand-written, {n_test} smoke tests")
+    print(f"keras {keras.__version__}: {len(ops)} public ops, {len(ops) - len(ours)} from keras3 "
+          f"or customgrad's own R code, {n_code} generated wrappers, "
+          f"{len(HAND_WRITTEN)} hand-written, {n_test} smoke tests")
+
+
+def check_tables(ops, ours):
+    """Stop unless SPECS and HAND_WRITTEN have one entry per op customgrad
+    wraps, and none for any other."""
+    wanted = {table_key(path, name) for path, name, _ in ours}
+    existing = {table_key(path, name) for path, name, _ in ops}
+    problems = []
+    both = sorted(set(SPECS) & set(HAND_WRITTEN))
+    if both:
+        problems.append("In both SPECS and HAND_WRITTEN: " + ", ".join(both))
+    missing = sorted(wanted - set(SPECS) - set(HAND_WRITTEN))
+    if missing:
+        problems.append("No entry in the SPECS table for: " + ", ".join(missing))
+    for table, entries in (("SPECS", SPECS), ("HAND_WRITTEN", HAND_WRITTEN)):
+        from_keras3 = sorted(set(entries) & (existing - wanted))
+        if from_keras3:
+            problems.append(f"Entries in {table} for ops that keras3 (or customgrad's own "
+                            "R code) provides; delete them: " + ", ".join(from_keras3))
+        unknown = sorted(set(entries) - existing)
+        if unknown:
+            problems.append(f"Entries in {table} for functions keras.ops doesn't have: "
+                            + ", ".join(unknown))
+    if problems:
+        raise SystemExit("\n".join(problems))
 
 
 def write(relpath, text):
@@ -599,11 +636,22 @@ def write(relpath, text):
         f.write(text)
 
 
-def helper_ops():
+def remove(relpath):
+    path = os.path.join(ROOT, relpath)
+    if os.path.exists(path):
+        os.remove(path)
+
+
+def helper_ops(tests):
+    """helper-ops.R: the fixtures and helpers that `tests` use, and
+    expected_op_name() for test-ops-coverage.R."""
     lines = [HEADER, "# Fixtures for the generated smoke tests (plain R values), and helpers.\n"]
     for name, value in FIXTURES.items():
-        lines.append(f"{name} <- {value}\n")
-    lines.append("\n" + HELPERS)
+        if re.search(r"\b" + name + r"\b", tests):
+            lines.append(f"{name} <- {value}\n")
+    for name, code in HELPERS.items():
+        if name == "expected_op_name" or re.search(r"\b" + name + r"\(", tests):
+            lines.append("\n" + code)
     return "".join(lines)
 
 
@@ -615,7 +663,12 @@ def helper_ops():
 IMAGE_NAMES = {"crop_images": "op_image_crop", "pad_images": "op_image_pad"}
 
 # Argument conversion by argument name (see R/ops-core.R); SPECS entries
-# override it per op with "conv".
+# override it per op with "conv". Tensor arguments and callbacks have no
+# converter: they go to Python as reticulate converts them, as in keras3.
+# Where Keras itself can't take that (a Python list or a NumPy array) on
+# some backend, the SPECS entry converts the argument with keras3's
+# op_convert_to_tensor() (R types kept: no cast to float32), or with
+# as_tensors() for a list of tensors; TENSOR below.
 AXIS_ARGS = {"axis", "axis1", "axis2", "axisa", "axisb", "axisc", "source",
              "destination", "spatial_dims"}
 INT_ARGS = {
@@ -624,33 +677,26 @@ INT_ARGS = {
     "repeats", "shift", "beam_width", "top_paths", "pool_size", "strides",
     "dilation_rate", "output_padding", "block_size", "output_size",
     "kernel_size", "dilation", "stride", "maximum_iterations", "unroll",
-    "lower", "upper", "top_padding", "left_padding", "bottom_padding",
-    "right_padding", "top_cropping", "left_cropping", "bottom_cropping",
-    "right_cropping", "target_height", "target_width", "filter_size",
-    "order", "bins", "seed", "size", "padding", "offset",
+    "top_padding", "left_padding", "bottom_padding", "right_padding",
+    "top_cropping", "left_cropping", "bottom_cropping", "right_cropping",
+    "target_height", "target_width", "filter_size", "order", "bins", "seed",
+    "size", "padding", "offset",
 }
 SHAPE_ARGS = {"shape", "output_shape"}
-START_ARGS = {"start_indices"}
 INDEX_ARGS = {"indices", "segment_ids", "mask_index", "index", "kth"}
-FUNCTION_ARGS = {"f", "fun", "body_fun", "body", "cond", "true_fn", "false_fn",
+# Callbacks: R functions go to Python as they are (reticulate makes them
+# Python callables); only their documentation says so.
+CALLBACK_ARGS = {"f", "fun", "body_fun", "body", "cond", "true_fn", "false_fn",
                  "function", "pyfunc"}
-TENSOR_ARGS = {
-    "x", "x1", "x2", "y", "a", "b", "inputs", "images", "image1", "image2",
-    "data", "tensor", "target", "output", "kernel", "depthwise_kernel",
-    "pointwise_kernel", "query", "key", "value", "bias", "predictions",
-    "sorted_sequence", "values", "weights", "mean", "variance", "gamma",
-    "beta", "transform", "volumes", "updates", "array", "variable", "condition",
-    "q",
-    "abs_", "angle", "start_points", "end_points", "translation",
-}
-TENSOR_LIST_ARGS = {"elems", "elements", "xs", "condlist", "choicelist", "primals", "tangents", "coordinates"}
 
 
-def converter_for(py_name, arg, spec):
+def converter_for(key, arg, spec):
+    """The R helper (R/ops-core.R) that converts argument `arg` of the op
+    with table key `key`, or None."""
     conv = spec.get("conv", {})
     if arg in conv:
         return conv[arg]
-    if arg == "data_format" and py_name.startswith("image."):
+    if arg == "data_format" and key.startswith("image."):
         return "as_data_format"
     if arg in AXIS_ARGS:
         return "as_axis"
@@ -660,28 +706,13 @@ def converter_for(py_name, arg, spec):
         return "as_shape"
     if arg in INDEX_ARGS:
         return "as_index"
-    if arg in START_ARGS:
-        return "as_start_indices"
-    if arg == "branches":
-        return "as_py_functions"
-    if arg in FUNCTION_ARGS:
-        return "as_py_function"
-    if arg in TENSOR_ARGS:
-        return "as_float"
-    if arg in TENSOR_LIST_ARGS:
-        return "as_floats"
     return None
 
 
 # Documentation for arguments that a docstring leaves out.
 COMMON_PARAM_DOCS = {
     "kwargs": "Further arguments passed on to Keras.",
-    "axes_lengths": "Lengths of axes in the pattern, as named integers.",
-    "operands": "The operands.",
     "x": "Input tensor.",
-    "sparse": "Whether to return a sparse tensor, for backends that support them.",
-    "ragged": "Whether to keep ragged tensors, for backends that support them.",
-    "key": "The key: for a tensor, a 0-based position (as in Python).",
 }
 
 # Small R values that the tests and examples use (tests/testthat/helper-ops.R).
@@ -697,7 +728,11 @@ FIXTURES = {
     "img": "array(seq_len(48) / 48, c(1, 4, 4, 3))",
 }
 
-HELPERS = '''# The R name customgrad gives a public function of keras.ops or keras.ops.image.
+# Helpers for the tests (tests/testthat/helper-ops.R), written when a smoke
+# test calls them; expected_op_name() always (test-ops-coverage.R uses it).
+HELPERS = {
+    "expected_op_name": """# The R name of a public function of keras.ops or keras.ops.image: keras3's
+# name, which customgrad's wrappers of the functions keras3 lacks follow.
 expected_op_name <- function(module, name) {
   renames <- c(crop_images = "op_image_crop", pad_images = "op_image_pad")
   if (module == "keras.ops.image") {
@@ -706,10 +741,9 @@ expected_op_name <- function(module, name) {
     paste0("op_", name)
   }
 }
-
-# On TensorFlow, some ops (tf.vectorized_map(), Keras' fold) leave a file of
-# autograph-generated code in the temporary directory at each call; remove
-# those of this test.
+""",
+    "local_autograph_cleanup": """# On TensorFlow, some ops (Keras' fold) leave a file of autograph-generated
+# code in the temporary directory at each call; remove those of this test.
 local_autograph_cleanup <- function(env = parent.frame()) {
   if (config_backend() != "tensorflow") {
     return(invisible())
@@ -721,22 +755,13 @@ local_autograph_cleanup <- function(env = parent.frame()) {
     unlink(setdiff(after, before))
   })
 }
-
-# Means of 2 x 2 blocks of a channels-last image batch: bilinear resizing
-# to half the size.
-block_means <- function(img) {
-  d <- dim(img)
-  out <- array(0, c(d[1], d[2] / 2, d[3] / 2, d[4]))
-  for (i in seq_len(d[2] / 2)) {
-    for (j in seq_len(d[3] / 2)) {
-      rows <- (2 * i - 1):(2 * i)
-      cols <- (2 * j - 1):(2 * j)
-      out[, i, j, ] <- apply(img[, rows, cols, , drop = FALSE], c(1, 4), mean)
-    }
-  }
-  out
+""",
 }
-'''
+
+# The tolerance of expect_tensor() in the smoke tests. R vectors reach Keras
+# as Python lists (float32 tensors) and R arrays as NumPy arrays (float64
+# tensors): 1e-5 is well above float32's rounding and tight for both.
+TOLERANCE = "1e-5"
 
 
 def fixture_lines(code):
@@ -745,6 +770,8 @@ def fixture_lines(code):
 
 
 def t(ex, expect=None, check=None, tol=None, what=None):
+    """A smoke test (and the example): R code `ex` whose value is
+    `expect` (R code), or that `check` (R code about `res`) checks."""
     test = {"ex": ex}
     if expect is not None:
         test["expect"] = expect
@@ -758,6 +785,10 @@ def t(ex, expect=None, check=None, tol=None, what=None):
 
 
 def spec(test, **kw):
+    """An op's entry: its test, and optionally "conv" (argument name to R
+    converter), "param_docs" (R argument name to text), "result" ("index":
+    0-based positions made 1-based), "zero_indexed" (add that argument),
+    "autograph_files" (clean up after TensorFlow's autograph)."""
     kw["test"] = test
     return kw
 
@@ -768,9 +799,7 @@ def unary(r_fun, fixture="s3", **kw):
 
 
 ZI = {"zero_indexed": True}
-# Keras' JAX pooling fails for strides = None with an integer pool_size in
-# 1D; None means "same as pool_size", so say so.
-POOL = {"pre": ["strides <- strides %||% pool_size"]}
+TENSOR = "op_convert_to_tensor"
 
 SPECS = {}
 
@@ -779,124 +808,54 @@ def add(name, s):
     SPECS[name] = s(name) if callable(s) else s
 
 
+# The public functions of keras.ops and keras.ops.image whose R names
+# keras3 does not export; the generator stops when this list is out of date.
+
 # --- elementwise math ---------------------------------------------------------
 for _name, _r, _fx in [
-    ("abs", "abs", "s3"), ("absolute", "abs", "s3"), ("fabs", "abs", "s3"),
-    ("arccos", "acos", "u3"), ("arccosh", "acosh", "(v3 + 1)"),
-    ("arcsin", "asin", "u3"), ("arcsinh", "asinh", "s3"), ("arctan", "atan", "s3"),
-    ("arctanh", "atanh", "u3"), ("ceil", "ceiling", "s3"), ("conj", "Conj", "s3"),
-    ("conjugate", "Conj", "s3"), ("copy", "identity", "s3"), ("cos", "cos", "s3"),
-    ("cosh", "cosh", "s3"), ("exp", "exp", "s3"), ("expm1", "expm1", "s3"),
-    ("floor", "floor", "s3"), ("log", "log", "v3"), ("log10", "log10", "v3"),
-    ("log1p", "log1p", "v3"), ("log2", "log2", "v3"), ("negative", "-", "s3"),
-    ("real", "Re", "s3"), ("sign", "sign", "s3"),
-    ("sin", "sin", "s3"), ("sinh", "sinh", "s3"), ("sqrt", "sqrt", "v3"),
-    ("tan", "tan", "s3"), ("tanh", "tanh", "s3"), ("trunc", "trunc", "s3"),
-    ("angle", "Arg", "s3"), ("stop_gradient", "identity", "s3"),
-    ("sigmoid", "plogis", "s3"), ("isfinite", "is.finite", "c(1, Inf, NaN)"),
-    ("isinf", "is.infinite", "c(1, Inf, NaN)"), ("isnan", "is.nan", "c(1, Inf, NaN)"),
+    ("absolute", "abs", "s3"), ("fabs", "abs", "s3"),
 ]:
     add(_name, unary(_r, _fx))
-
-add("imag", spec(t("op_imag(complex(real = s3, imaginary = v3))", "v3")))
-add("cbrt", spec(t("op_cbrt(c(8, 27, -1))", "c(2, 3, -1)", what="gives cube roots")))
-add("square", spec(t("op_square(s3)", "s3^2")))
-add("reciprocal", spec(t("op_reciprocal(v3)", "1 / v3")))
-add("rsqrt", spec(t("op_rsqrt(v3)", "1 / sqrt(v3)")))
-add("exp2", spec(t("op_exp2(s3)", "2^s3")))
-add("deg2rad", spec(t("op_deg2rad(c(180, 90))", "c(180, 90) * pi / 180")))
-add("rad2deg", spec(t("op_rad2deg(c(pi, pi / 2))", "c(pi, pi / 2) * 180 / pi")))
-add("erf", spec(t("op_erf(s3)", "2 * pnorm(s3 * sqrt(2)) - 1")))
+# PyTorch's conj() takes arrays, not Python lists.
+add("conjugate", unary("Conj", "s3", conv={"x": TENSOR}))
 add("erfc", spec(t("op_erfc(s3)", "2 * pnorm(-s3 * sqrt(2))")))
-add("erfinv", spec(t("op_erfinv(c(-0.5, 0, 0.5))", "qnorm((c(-0.5, 0, 0.5) + 1) / 2) / sqrt(2)")))
+add("rad2deg", spec(t("op_rad2deg(c(pi, pi / 2))", "c(pi, pi / 2) * 180 / pi")))
 add("i0", spec(t("op_i0(c(0, 1))", "besselI(c(0, 1), 0)")))
 add("sinc", spec(t("op_sinc(c(0, 0.5))", "c(1, sin(pi * 0.5) / (pi * 0.5))")))
-add("signbit", spec(t("op_signbit(s3)", "s3 < 0")))
 add("isneginf", spec(t("op_isneginf(c(1, -Inf, Inf))", "c(1, -Inf, Inf) == -Inf")))
 add("isposinf", spec(t("op_isposinf(c(1, -Inf, Inf))", "c(1, -Inf, Inf) == Inf")))
 add("isreal", spec(t("op_isreal(v3)", "is.double(v3) & !is.na(v3)")))
-add("round", spec(t("op_round(c(1.234, 2.567), 1)", "round(c(1.234, 2.567), 1)")))
-add("nan_to_num", spec(t("op_nan_to_num(c(1, NaN), nan = 0)", "c(1, 0)")))
-add("clip", spec(t("op_clip(s3, -1, 1)", "pmin(pmax(s3, -1), 1)")))
 
 # --- binary elementwise --------------------------------------------------------
 for _name, _expr in [
-    ("add", "s3 + v3"), ("subtract", "s3 - v3"), ("multiply", "s3 * v3"),
-    ("divide", "s3 / v3"), ("true_divide", "s3 / v3"), ("power", "v3^s3"),
-    ("maximum", "pmax(s3, v3)"), ("minimum", "pmin(s3, v3)"),
-    ("arctan2", "atan2(s3, v3)"), ("hypot", "sqrt(s3^2 + v3^2)"),
-    ("logaddexp", "log(exp(s3) + exp(v3))"), ("logaddexp2", "log2(2^s3 + 2^v3)"),
-    ("equal", "s3 == v3"), ("not_equal", "s3 != v3"), ("greater", "s3 > v3"),
-    ("greater_equal", "s3 >= v3"), ("less", "s3 < v3"), ("less_equal", "s3 <= v3"),
+    ("true_divide", "s3 / v3"), ("hypot", "sqrt(s3^2 + v3^2)"),
+    ("logaddexp2", "log2(2^s3 + 2^v3)"),
 ]:
-    _a = "v3, s3" if _name == "power" else "s3, v3"
-    SPECS[_name] = spec(t(f"op_{_name}({_a})", _expr))
+    SPECS[_name] = spec(t(f"op_{_name}(s3, v3)", _expr))
 SPECS["true_divide"]["param_docs"] = {"x1": "First input tensor.", "x2": "Second input tensor."}
-SPECS["maximum"]["aliases"] = ["op_pmax"]
-SPECS["minimum"]["aliases"] = ["op_pmin"]
-add("mod", spec(t("op_mod(c(5, -5), 3)", "c(5, -5) %% 3")))
-add("floor_divide", spec(t("op_floor_divide(c(5, -5), 2)", "c(5, -5) %/% 2")))
 add("fmod", spec(t("op_fmod(c(5, -5), 3)", "sign(c(5, -5)) * (abs(c(5, -5)) %% 3)")))
 add("fmax", spec(t("op_fmax(c(1, NaN, 3), c(2, 2, NaN))", "pmax(c(1, NaN, 3), c(2, 2, NaN), na.rm = TRUE)")))
 add("fmin", spec(t("op_fmin(c(1, NaN, 3), c(2, 2, NaN))", "pmin(c(1, NaN, 3), c(2, 2, NaN), na.rm = TRUE)")))
-add("divide_no_nan", spec(t("op_divide_no_nan(c(1, 2), c(0, 4))", "c(0, 0.5)", what="gives 0 for division by 0")))
-add("heaviside", spec(t("op_heaviside(c(-1, 0, 2), 0.5)", "ifelse(c(-1, 0, 2) == 0, 0.5, c(-1, 0, 2) > 0)")))
 add("ldexp", spec(t("op_ldexp(c(1, 3), c(2L, 1L))", "c(1, 3) * 2^c(2, 1)")))
 # Keras' TensorFlow and PyTorch backends compute nextafter in float64 and
 # cast back to float32, which rounds to x1 itself; JAX steps one float32 ulp.
 add("nextafter", spec(t("op_nextafter(1, 2)",
-                        check="expect_gte(as.numeric(res), 1)\nexpect_lte(as.numeric(res), 1 + 2^-23)\n"
-                              "expect_lte(as.numeric(op_nextafter(1, 0)), 1)",
+                        check="expect_gte(as.numeric(op_convert_to_array(res)), 1)\n"
+                              "expect_lte(as.numeric(op_convert_to_array(res)), 1 + 2^-23)\n"
+                              "expect_lte(as.numeric(op_convert_to_array(op_nextafter(1, 0))), 1)",
                         what="moves at most one float towards x2")))
 add("gcd", spec(t("op_gcd(c(12L, 18L), 8L)", "c(4, 2)", what="gives greatest common divisors")))
 add("lcm", spec(t("op_lcm(c(4L, 6L), 10L)", "c(20, 30)", what="gives least common multiples")))
-add("logical_and", spec(t("op_logical_and(b3, c(TRUE, TRUE, FALSE))", "b3 & c(TRUE, TRUE, FALSE)")))
-add("logical_or", spec(t("op_logical_or(b3, c(FALSE, FALSE, FALSE))", "b3 | c(FALSE, FALSE, FALSE)")))
-add("logical_xor", spec(t("op_logical_xor(b3, c(TRUE, TRUE, FALSE))", "xor(b3, c(TRUE, TRUE, FALSE))")))
-add("logical_not", spec(t("op_logical_not(b3)", "!b3")))
-for _name, _expr, _ex in [
-    ("bitwise_and", "bitwAnd(c(12L, 10L), 6L)", "c(12L, 10L), 6L"),
-    ("bitwise_or", "bitwOr(c(12L, 10L), 6L)", "c(12L, 10L), 6L"),
-    ("bitwise_xor", "bitwXor(c(12L, 10L), 6L)", "c(12L, 10L), 6L"),
-    ("bitwise_left_shift", "bitwShiftL(c(1L, 3L), 2L)", "c(1L, 3L), 2L"),
-    ("left_shift", "bitwShiftL(c(1L, 3L), 2L)", "c(1L, 3L), 2L"),
-    ("bitwise_right_shift", "bitwShiftR(c(8L, 12L), 2L)", "c(8L, 12L), 2L"),
-    ("right_shift", "bitwShiftR(c(8L, 12L), 2L)", "c(8L, 12L), 2L"),
-    ("bitwise_invert", "bitwNot(c(0L, 5L))", "c(0L, 5L)"),
-    ("bitwise_not", "bitwNot(c(0L, 5L))", "c(0L, 5L)"),
-]:
-    SPECS[_name] = spec(t(f"op_{_name}({_ex})", _expr))
-add("isclose", spec(t("op_isclose(c(1, 2), c(1, 2.1))", "c(TRUE, FALSE)")))
 add("allclose", spec(t("op_allclose(v3, v3 + 1e-9)", "TRUE", what="compares with a tolerance")))
 add("isin", spec(t("op_isin(c(1, 2, 3), c(2, 5))", "c(1, 2, 3) %in% c(2, 5)")))
-add("where", spec(t("op_where(b3, v3, s3)", "ifelse(b3, v3, s3)"), result="r"))
-add("select", spec(t("op_select(list(v3 > 1, v3 < 1), list(v3, -v3), 0)",
-                     "ifelse(v3 > 1, v3, ifelse(v3 < 1, -v3, 0))")))
 
 # --- reductions -------------------------------------------------------------------
 for _name, _ex, _expr in [
-    ("sum", "op_sum(m23, axis = 1)", "colSums(m23)"),
-    ("mean", "op_mean(m23, axis = 2)", "rowMeans(m23)"),
-    ("max", "op_max(m23, axis = 2)", "apply(m23, 1, max)"),
-    ("min", "op_min(m23, axis = 1)", "apply(m23, 2, min)"),
     ("amax", "op_amax(m23, axis = 1)", "apply(m23, 2, max)"),
     ("amin", "op_amin(m23, axis = 2)", "apply(m23, 1, min)"),
-    ("prod", "op_prod(m23, axis = 1)", "apply(m23, 2, prod)"),
-    ("median", "op_median(m23, axis = 1)", "apply(m23, 2, median)"),
-    ("std", "op_std(v3)", "sqrt(mean((v3 - mean(v3))^2))"),
-    ("var", "op_var(m23, axis = 2)", "apply(m23, 1, function(r) mean((r - mean(r))^2))"),
     ("ptp", "op_ptp(m23, axis = 2)", "apply(m23, 1, function(r) diff(range(r)))"),
-    ("all", "op_all(b3)", "all(b3)"),
-    ("any", "op_any(b3)", "any(b3)"),
-    ("logsumexp", "op_logsumexp(v3)", "log(sum(exp(v3)))"),
-    ("count_nonzero", "op_count_nonzero(c(0, 1, 2, 0))", "sum(c(0, 1, 2, 0) != 0)"),
-    ("cumsum", "op_cumsum(m23, axis = 2)", "t(apply(m23, 1, cumsum))"),
-    ("cumprod", "op_cumprod(v3)", "cumprod(v3)"),
-    ("average", "op_average(v3, weights = c(1, 1, 2))", "weighted.mean(v3, c(1, 1, 2))"),
-    ("quantile", "op_quantile(c(1, 2, 3, 4), 0.5)", "unname(quantile(c(1, 2, 3, 4), 0.5))"),
     ("percentile", "op_percentile(c(1, 2, 3, 4), 50)", "unname(quantile(c(1, 2, 3, 4), 0.5))"),
     ("trapezoid", "op_trapezoid(c(1, 2, 3))", "sum(diff(1:3) * (c(1, 2, 3)[-1] + c(1, 2, 3)[-3]) / 2)"),
-    ("norm", "op_norm(c(3, 4))", "sqrt(sum(c(3, 4)^2))"),
 ]:
     SPECS[_name] = spec(t(_ex, _expr))
 for _name, _expr in [
@@ -911,355 +870,86 @@ add("nanquantile", spec(t("op_nanquantile(c(1, NaN, 3), 0.5)", "median(c(1, NaN,
 add("nanpercentile", spec(t("op_nanpercentile(c(1, NaN, 3), 50)", "median(c(1, NaN, 3), na.rm = TRUE)")))
 
 # --- positions: 1-based in and out ---------------------------------------------------
-add("argmax", spec(t("op_argmax(m23, axis = 1)", "apply(m23, 2, which.max)"), result="index", **ZI))
-add("argmin", spec(t("op_argmin(m23, axis = 2)", "apply(m23, 1, which.min)"), result="index", **ZI))
 add("nanargmax", spec(t("op_nanargmax(c(1, NaN, 3))", "which.max(c(1, NaN, 3))"), result="index", **ZI))
 add("nanargmin", spec(t("op_nanargmin(c(1, NaN, 3))", "which.min(c(1, NaN, 3))"), result="index", **ZI))
-add("argsort", spec(t("op_argsort(c(3, 1, 2))", "order(c(3, 1, 2))"), result="index", **ZI))
-add("argpartition", spec(t("op_argpartition(c(3, 1, 2), 1)", check="expect_equal(as.vector(res)[[1]], 2)", what="puts the smallest element first"), result="index", **ZI))
-add("searchsorted", spec(t("op_searchsorted(c(1, 2, 3), c(2.5, 0))", "findInterval(c(2.5, 0), c(1, 2, 3), left.open = TRUE) + 1"), result="index", **ZI))
-add("digitize", spec(t("op_digitize(c(0.5, 1.5, 2.5), c(1, 2))", "findInterval(c(0.5, 1.5, 2.5), c(1, 2)) + 1"),
-                     result="index", conv={"bins": "as_float"}, **ZI))
-add("top_k", spec(t("op_top_k(c(1, 3, 2), 2)", check="expect_tensor(res[[1]], c(3, 2))\nexpect_tensor(res[[2]], order(c(1, 3, 2), decreasing = TRUE)[1:2])", what="gives values and 1-based indices"),
-                  result="index_at:2", **ZI))
-add("take", spec(t("op_take(c(10, 20, 30), c(3, 1))", "c(10, 20, 30)[c(3, 1)]"), **ZI))
-add("take_along_axis", spec(t("op_take_along_axis(m23, matrix(c(2L, 1L, 1L, 2L, 2L, 2L), 2), axis = 1)",
-                              "matrix(m23[cbind(c(2, 1, 1, 2, 2, 2), rep(1:3, each = 2))], 2)"), **ZI))
-add("one_hot", spec(t("op_one_hot(c(1L, 3L), 3)", "diag(3)[c(1, 3), ]"), conv={"x": "as_index"}, **ZI))
-add("scatter", spec(t("op_scatter(rbind(c(1, 2), c(2, 1)), c(5, 6), c(2, 2))", "matrix(c(0, 6, 5, 0), 2)")))
-add("scatter_update", spec(t("op_scatter_update(matrix(0, 2, 2), rbind(c(1, 2)), array(5))", "matrix(c(0, 0, 5, 0), 2)")))
-add("slice", spec(t("op_slice(m23, c(1, 2), c(2, 2))", "m23[1:2, 2:3]")))
-add("slice_update", spec(t("op_slice_update(matrix(0, 2, 3), c(1, 2), matrix(1, 2, 2))", "cbind(0, matrix(1, 2, 2))")))
-for _name, _expr in [("segment_sum", "c(3, 7)"), ("segment_max", "c(2, 4)"),
-                     ("segment_min", "c(1, 3)"), ("segment_prod", "c(2, 12)")]:
-    _r = {"segment_sum": "sum", "segment_max": "max", "segment_min": "min", "segment_prod": "prod"}[_name]
+# Keras' segment ops read data.shape on every backend: no Python lists.
+for _name, _r in [("segment_min", "min"), ("segment_prod", "prod")]:
     SPECS[_name] = spec(t(f"op_{_name}(c(1, 2, 3, 4), c(1, 1, 2, 2), num_segments = 2)",
-                          f"as.vector(tapply(c(1, 2, 3, 4), c(1, 1, 2, 2), {_r}))"))
-add("get_item", spec(t("op_get_item(v3, 1)", "v3[[2]]", what="indexes from 0 like Python"),
-                     conv={"key": "as_int"}))
+                          f"as.vector(tapply(c(1, 2, 3, 4), c(1, 1, 2, 2), {_r}))"),
+                        conv={"data": TENSOR})
 
 # --- shapes and arrangement -------------------------------------------------------------
-add("reshape", spec(t("op_reshape(c(1, 2, 3, 4, 5, 6), c(2, 3))", "matrix(c(1, 2, 3, 4, 5, 6), 2, byrow = TRUE)"),
-                    conv={"newshape": "as_newshape"}))
-add("ravel", spec(t("op_ravel(m23)", "as.vector(t(m23))", what="flattens in row-major order")))
-add("transpose", spec(t("op_transpose(m23)", "t(m23)"), conv={"axes": "as_axis"}))
-add("swapaxes", spec(t("op_swapaxes(m23, 1, 2)", "t(m23)")))
-add("moveaxis", spec(t("op_moveaxis(array(as.numeric(1:24), c(2, 3, 4)), 1, 3)",
-                       "aperm(array(as.numeric(1:24), c(2, 3, 4)), c(2, 3, 1))")))
-add("expand_dims", spec(t("op_expand_dims(v3, 1)", "matrix(v3, 1)")))
-add("squeeze", spec(t("op_squeeze(matrix(v3, 1))", "v3")))
-add("broadcast_to", spec(t("op_broadcast_to(v3, c(2, 3))", "matrix(v3, 2, 3, byrow = TRUE)")))
-add("flip", spec(t("op_flip(v3)", "rev(v3)")))
 add("fliplr", spec(t("op_fliplr(m23)", "m23[, 3:1]")))
 add("flipud", spec(t("op_flipud(m23)", "m23[2:1, ]")))
-add("rot90", spec(t("op_rot90(sq)", "t(sq)[2:1, ]"), conv={"axes": "as_axis_tuple"}))
-add("roll", spec(t("op_roll(c(1, 2, 3), 1)", "c(3, 1, 2)")))
-add("repeat", spec(t("op_repeat(c(1, 2), 2)", "rep(c(1, 2), each = 2)")))
-add("tile", spec(t("op_tile(c(1, 2), 2)", "rep(c(1, 2), 2)")))
-add("pad", spec(t("op_pad(v3, 1)", "c(0, v3, 0)"), conv={"pad_width": "as_pad_width"}))
-add("append", spec(t("op_append(v3, c(4, 5))", "c(v3, 4, 5)")))
-add("concatenate", spec(t("op_concatenate(list(v3, s3))", "c(v3, s3)")))
-add("stack", spec(t("op_stack(list(v3, s3))", "unname(rbind(v3, s3))"), conv={"x": "as_floats"}))
-add("hstack", spec(t("op_hstack(list(v3, s3))", "c(v3, s3)")))
-add("vstack", spec(t("op_vstack(list(matrix(v3, 1), matrix(s3, 1)))", "unname(rbind(v3, s3))")))
-add("dstack", spec(t("op_dstack(list(c(1, 2), c(3, 4)))", "array(c(1, 2, 3, 4), c(1, 2, 2))")))
-add("unstack", spec(t("op_unstack(m23)", check="expect_length(res, 2)\nexpect_tensor(res[[1]], m23[1, ])\nexpect_tensor(res[[2]], m23[2, ])",
-                      what="gives an R list of tensors"), result="r"))
-add("split", spec(t("op_split(c(1, 2, 3, 4), 2)", check="expect_length(res, 2)\nexpect_tensor(res[[1]], c(1, 2))\nexpect_tensor(res[[2]], c(3, 4))",
-                    what="gives an R list of tensors"), result="r", conv={"indices_or_sections": "as_sections"}))
+# JAX's dstack() takes arrays, not Python lists.
+add("dstack", spec(t("op_dstack(list(c(1, 2), c(3, 4)))", "array(c(1, 2, 3, 4), c(1, 2, 2))"),
+                   conv={"xs": "as_tensors"}))
+SECTIONS = {"conv": {"indices_or_sections": "as_sections"}}
 add("array_split", spec(t("op_array_split(c(1, 2, 3, 4, 5), 2)", check="expect_length(res, 2)\nexpect_tensor(res[[1]], c(1, 2, 3))\nexpect_tensor(res[[2]], c(4, 5))",
-                          what="gives an R list of tensors"), result="r", conv={"indices_or_sections": "as_sections"}))
+                          what="gives an R list of tensors"), **SECTIONS))
 add("hsplit", spec(t("op_hsplit(m23, 3)", check="expect_length(res, 3)\nexpect_tensor(res[[2]], m23[, 2, drop = FALSE])",
-                     what="gives an R list of tensors"), result="r", conv={"indices_or_sections": "as_sections"}))
+                     what="gives an R list of tensors"), **SECTIONS))
 add("vsplit", spec(t("op_vsplit(m23, c(2))", check="expect_length(res, 2)\nexpect_tensor(res[[2]], m23[2, , drop = FALSE])",
-                     what="splits before a 1-based row"), result="r", conv={"indices_or_sections": "as_sections"}))
+                     what="splits before a 1-based row"), **SECTIONS))
 add("dsplit", spec(t("op_dsplit(array(as.numeric(1:8), c(1, 2, 4)), 2)",
                      check="expect_length(res, 2)\nexpect_tensor(res[[2]], array(as.numeric(1:8), c(1, 2, 4))[, , 3:4, drop = FALSE])",
-                     what="gives an R list of tensors"), result="r", conv={"indices_or_sections": "as_sections"}))
-add("sort", spec(t("op_sort(c(3, 1, 2))", "sort(c(3, 1, 2))")))
-add("diff", spec(t("op_diff(c(1, 4, 9, 16))", "diff(c(1, 4, 9, 16))")))
-add("tril", spec(t("op_tril(matrix(as.numeric(1:9), 3))", "matrix(as.numeric(1:9), 3) * lower.tri(diag(3), diag = TRUE)")))
-add("triu", spec(t("op_triu(matrix(as.numeric(1:9), 3))", "matrix(as.numeric(1:9), 3) * upper.tri(diag(3), diag = TRUE)")))
-add("diag", spec(t("op_diag(v3)", "diag(v3)")))
-add("diagflat", spec(t("op_diagflat(v3)", "diag(v3)")))
-add("diagonal", spec(t("op_diagonal(m23)", "diag(m23)")))
-add("trace", spec(t("op_trace(sq)", "sum(diag(sq))")))
-add("rearrange", spec(t('op_rearrange(m23, "a b -> b a")', "t(m23)"), dots="as_int",
-                      param_docs={"...": "Lengths of axes in `pattern`, as named integers such as `h = 2`."}))
-add("ndim", spec(t("op_ndim(m23)", check="expect_equal(as.integer(res), 2L)", what="counts axes"), result="r",
-                 conv={"x": None}))
-add("size", spec(t("op_size(m23)", check="expect_equal(as.integer(res), 6L)", what="counts elements"), result="r",
-                 conv={"x": None}))
-add("dtype", spec(t("op_dtype(op_convert_to_tensor(1:3))", check='expect_identical(res, "int32")', what="names the dtype"),
-                  result="r", conv={"x": None}))
-add("is_tensor", spec(t("op_is_tensor(op_convert_to_tensor(1))", check="expect_true(res)\nexpect_false(op_is_tensor(1))",
-                        what="recognises backend tensors"), result="r", conv={"x": None}))
-add("cast", spec(t('op_cast(v3, "int32")', "as.integer(v3)")))
-add("saturate_cast", spec(t('op_saturate_cast(c(-10, 300), "uint8")', "pmin(pmax(c(-10, 300), 0), 255)")))
-add("convert_to_numpy", spec(t("op_convert_to_numpy(op_convert_to_tensor(m23))",
-                               check='expect_true(inherits(res, "numpy.ndarray"))\nexpect_equal(reticulate::py_to_r(res), m23)',
-                               what="gives a NumPy array"), conv={"x": None}))
-add("view", spec(t('op_view(op_convert_to_tensor(c(1, 2)), "int32")', "c(1065353216, 1073741824)",
+                     what="gives an R list of tensors"), **SECTIONS))
+add("view", spec(t('op_view(op_convert_to_tensor(c(1, 2), "float32"), "int32")', "c(1065353216, 1073741824)",
                    what="reinterprets the bits")))
 
 # --- creation -------------------------------------------------------------------
-add("zeros", spec(t("op_zeros(c(2, 3))", "matrix(0, 2, 3)")))
-add("ones", spec(t("op_ones(c(2, 3))", "matrix(1, 2, 3)")))
-add("full", spec(t("op_full(c(2, 2), 7)", "matrix(7, 2, 2)")))
-add("zeros_like", spec(t("op_zeros_like(m23)", "m23 * 0")))
-add("ones_like", spec(t("op_ones_like(m23)", "m23 * 0 + 1")))
-add("full_like", spec(t("op_full_like(m23, 7)", "m23 * 0 + 7")))
-add("empty", spec(t("op_empty(c(2, 3))", check="expect_identical(dim(res), c(2L, 3L))\nexpect_length(as.vector(res), 6L)",
-                    what="has the requested shape")))
-add("empty_like", spec(t("op_empty_like(m23)", check="expect_identical(dim(res), c(2L, 3L))\nexpect_length(as.vector(res), 6L)",
+add("empty_like", spec(t("op_empty_like(m23)", check="expect_identical(dim(op_convert_to_array(res)), c(2L, 3L))",
                          what="has the shape of its input")))
-add("eye", spec(t("op_eye(2)", "diag(2)")))
-add("identity", spec(t("op_identity(2)", "diag(2)")))
-add("tri", spec(t("op_tri(3)", "1 * lower.tri(diag(3), diag = TRUE)")))
-add("array", spec(t("op_array(m23)", "m23")))
-add("linspace", spec(t("op_linspace(0, 1, 5)", "seq(0, 1, length.out = 5)"), result="r"))
-add("logspace", spec(t("op_logspace(0, 2, 3)", "10^seq(0, 2, length.out = 3)")))
 add("geomspace", spec(t("op_geomspace(1, 100, 3)", "c(1, 10, 100)")))
-add("vander", spec(t("op_vander(c(1, 2, 3))", "outer(c(1, 2, 3), 2:0, `^`)")))
-add("meshgrid", spec(t('op_meshgrid(c(1, 2), c(3, 4, 5), indexing = "ij")',
-                       check="expect_tensor(res[[1]], matrix(c(1, 2), 2, 3))\nexpect_tensor(res[[2]], matrix(c(3, 4, 5), 2, 3, byrow = TRUE))",
-                       what="gives an R list of grids"), result="r", dots="as_float",
-                     param_docs={"...": "One-dimensional tensors (or R vectors), the coordinates of the grid."}))
-for _name, _expr in [
-    ("bartlett", "1 - abs(2 * (0:4) / 4 - 1)"),
-    ("blackman", "0.42 - 0.5 * cos(2 * pi * (0:4) / 4) + 0.08 * cos(4 * pi * (0:4) / 4)"),
-    ("hamming", "0.54 - 0.46 * cos(2 * pi * (0:4) / 4)"),
-    ("hanning", "0.5 - 0.5 * cos(2 * pi * (0:4) / 4)"),
-]:
-    SPECS[_name] = spec(t(f"op_{_name}(5)", _expr, tol="1e-5"), conv={"x": "as_int"})
-add("kaiser", spec(t("op_kaiser(5, 2)", "besselI(2 * sqrt(1 - (2 * (0:4) / 4 - 1)^2), 0) / besselI(2, 0)"),
-                   conv={"x": "as_int"}))
-add("histogram", spec(t("op_histogram(c(0, 1, 1, 2, 3), bins = 3)",
-                        check="expect_tensor(res[[1]], c(1, 2, 2))\nexpect_tensor(res[[2]], c(0, 1, 2, 3))",
-                        what="gives counts and bin edges"), result="r", conv={"range": "as_float"}))
-add("bincount", spec(t("op_bincount(c(0L, 1L, 1L, 3L))", "tabulate(c(0, 1, 1, 3) + 1)"), conv={"x": "as_int_array"}))
+# Keras' vander() reads x.shape on every backend: no Python lists.
+add("vander", spec(t("op_vander(c(1, 2, 3))", "outer(c(1, 2, 3), 2:0, `^`)"), conv={"x": TENSOR}))
 
 # --- linear algebra ---------------------------------------------------------------
-add("matmul", spec(t("op_matmul(m23, t(m23))", "m23 %*% t(m23)")))
-add("dot", spec(t("op_dot(m23, v3)", "drop(m23 %*% v3)")))
-add("vdot", spec(t("op_vdot(v3, s3)", "sum(v3 * s3)")))
-add("inner", spec(t("op_inner(v3, s3)", "sum(v3 * s3)")))
-add("outer", spec(t("op_outer(v3, c(1, 2))", "outer(v3, c(1, 2))")))
 add("kron", spec(t("op_kron(diag(2), sq)", "kronecker(diag(2), sq)")))
-add("cross", spec(t("op_cross(c(1, 0, 0), c(0, 1, 0))", "c(0, 0, 1)")))
-add("tensordot", spec(t("op_tensordot(m23, t(m23), axes = 1)", "m23 %*% t(m23)"), conv={"axes": "as_tensordot_axes"}))
-add("einsum", spec(t('op_einsum("ij->j", m23)', "colSums(m23)"), dots="as_float",
-                   param_docs={"...": "The tensors (or R arrays) to compute the Einstein sum of."}))
-add("det", spec(t("op_det(sq)", "det(sq)")))
-add("inv", spec(t("op_inv(sq)", "solve(sq)")))
 add("pinv", spec(t("op_pinv(sq)", "solve(sq)")))
-add("solve", spec(t("op_solve(sq, c(1, 2))", "solve(sq, c(1, 2))")))
-add("solve_triangular", spec(t("op_solve_triangular(rbind(c(2, 0), c(1, 1)), c(2, 3), lower = TRUE)",
-                               "forwardsolve(rbind(c(2, 0), c(1, 1)), c(2, 3))"),
-                             param_docs={"lower": "Whether `a` is lower triangular (`TRUE`) or upper triangular (`FALSE`)."}))
-add("lstsq", spec(t("op_lstsq(rbind(c(1, 0), c(0, 1), c(1, 1)), c(1, 2, 3))", "qr.solve(rbind(c(1, 0), c(0, 1), c(1, 1)), c(1, 2, 3))")))
-add("cholesky", spec(t("op_cholesky(sq)", "t(chol(sq))")))
 add("cholesky_inverse", spec(t("op_cholesky_inverse(t(chol(sq)))", "solve(sq)")))
-add("logdet", spec(t("op_logdet(sq)", "log(det(sq))")))
-add("slogdet", spec(t("op_slogdet(sq)", check="expect_tensor(res[[1]], 1)\nexpect_tensor(res[[2]], log(det(sq)))",
-                      what="gives sign and log-determinant"), result="r"))
 add("matrix_rank", spec(t("op_matrix_rank(rbind(c(1, 2), c(2, 4)))", "qr(rbind(c(1, 2), c(2, 4)))$rank")))
-add("qr", spec(t("op_qr(sq)", check="expect_equal(as.array(res[[1]]) %*% as.array(res[[2]]), sq, tolerance = 1e-5)",
-                 what="factors its input"), result="r"))
-add("svd", spec(t("op_svd(sq)", check="expect_tensor(res[[2]], svd(sq)$d)", what="gives the singular values"), result="r",
-                param_docs={"full_matrices": "Whether to compute full-sized left and right singular vectors.",
-                            "compute_uv": "Whether to compute the singular vectors too, or only the singular values."}))
-add("eig", spec(t("op_eig(sq)", check="expect_equal(sort(Re(as.vector(res[[1]]))), sort(eigen(sq)$values), tolerance = 1e-5)",
-                  what="gives the eigenvalues"), result="r"))
-add("eigh", spec(t("op_eigh(sq)", check="expect_tensor(res[[1]], sort(eigen(sq)$values))", what="gives the eigenvalues"), result="r"))
-add("lu_factor", spec(t("op_lu_factor(sq)", check="expect_tensor(res[[1]], rbind(c(4, 1), c(0.25, 2.75)))",
-                        what="gives the packed LU factors"), result="r"))
 add("cdist", spec(t("op_cdist(rbind(c(0, 0), c(3, 4)), rbind(c(0, 0)))", "unname(as.matrix(dist(rbind(c(0, 0), c(3, 4))))[, 1, drop = FALSE])")))
-add("corrcoef", spec(t("op_corrcoef(rbind(c(1, 2, 3), c(2, 4, 7)))", "cor(t(rbind(c(1, 2, 3), c(2, 4, 7))))")))
-add("correlate", spec(t("op_correlate(c(1, 2, 3), c(0, 1, 0.5))", "sum(c(1, 2, 3) * c(0, 1, 0.5))")))
 add("jvp", spec(t("op_jvp(function(x) x * x, list(op_convert_to_tensor(3)), list(op_convert_to_tensor(1)))",
                   check="expect_tensor(res[[1]], 9)\nexpect_tensor(res[[2]], 6)", what="gives value and directional derivative"),
-                result="r", conv={"primals": "as_tuple", "tangents": "as_tuple"}))
-
-# --- FFT ------------------------------------------------------------------------
-add("fft", spec(t("op_fft(list(c(1, 2, 3, 4), c(0, 0, 0, 0)))",
-                  check="expect_tensor(res[[1]], Re(fft(c(1, 2, 3, 4))))\nexpect_tensor(res[[2]], Im(fft(c(1, 2, 3, 4))))"),
-                result="r", conv={"x": "as_floats"}))
-add("fft2", spec(t("op_fft2(list(sq, matrix(0, 2, 2)))",
-                   check="expect_tensor(res[[1]], Re(fft(sq)))\nexpect_tensor(res[[2]], Im(fft(sq)))"),
-                 result="r", conv={"x": "as_floats"}))
-add("ifft2", spec(t("op_ifft2(list(sq, matrix(0, 2, 2)))",
-                    check="expect_tensor(res[[1]], Re(fft(sq, inverse = TRUE)) / 4)\nexpect_tensor(res[[2]], Im(fft(sq, inverse = TRUE)) / 4)"),
-                  result="r", conv={"x": "as_floats"}))
-add("rfft", spec(t("op_rfft(c(1, 2, 3, 4))",
-                   check="expect_tensor(res[[1]], Re(fft(c(1, 2, 3, 4)))[1:3])\nexpect_tensor(res[[2]], Im(fft(c(1, 2, 3, 4)))[1:3])"),
-                 result="r"))
-add("irfft", spec(t("op_irfft(op_rfft(c(1, 2, 3, 4)))", "c(1, 2, 3, 4)", what="inverts op_rfft()"), conv={"x": "as_floats"}))
-add("stft", spec(t("op_stft(x8, 4, 2, 4, window = NULL, center = FALSE)",
-                   check="frames <- list(1:4, 3:6, 5:8)\n"
-                         "expect_tensor(res[[1]], t(sapply(frames, function(f) Re(fft(f))[1:3])))\n"
-                         "expect_tensor(res[[2]], t(sapply(frames, function(f) Im(fft(f))[1:3])))"),
-                 result="r"))
-add("istft", spec(t("op_istft(op_stft(x8, 4, 2, 4), 4, 2, 4, length = 8)", "x8", what="inverts op_stft()"),
-                  conv={"x": "as_floats"}))
-add("view_as_complex", spec(t("op_view_as_complex(rbind(c(1, 2), c(3, 4)))", "complex(real = c(1, 3), imaginary = c(2, 4))")))
-add("view_as_real", spec(t("op_view_as_real(op_view_as_complex(rbind(c(1, 2), c(3, 4))))", "rbind(c(1, 2), c(3, 4))",
-                           what="inverts op_view_as_complex()")))
-add("polar", spec(t("op_polar(c(1, 2), c(0, pi / 2))", "complex(modulus = c(1, 2), argument = c(0, pi / 2))")))
-add("extract_sequences", spec(t("op_extract_sequences(c(1, 2, 3, 4, 5), 3, 2)", "rbind(c(1, 2, 3), c(3, 4, 5))")))
+                conv={"primals": "as_tuple", "tangents": "as_tuple"}))
 
 # --- nn --------------------------------------------------------------------------
-for _name, _expr in [
-    ("relu", "pmax(s3, 0)"), ("silu", "s3 * plogis(s3)"), ("swish", "s3 * plogis(s3)"),
-    ("softplus", "log1p(exp(s3))"), ("softsign", "s3 / (1 + abs(s3))"),
-    ("log_sigmoid", "log(plogis(s3))"), ("elu", "ifelse(s3 > 0, s3, exp(s3) - 1)"),
-    ("celu", "ifelse(s3 > 0, s3, exp(s3) - 1)"),
-    ("selu", "1.0507009873554805 * ifelse(s3 > 0, s3, 1.6732632423543772 * (exp(s3) - 1))"),
-    ("leaky_relu", "ifelse(s3 > 0, s3, 0.2 * s3)"), ("hard_tanh", "pmin(pmax(s3, -1), 1)"),
-    ("hard_sigmoid", "pmin(pmax(s3 / 6 + 0.5, 0), 1)"),
-    ("hard_silu", "s3 * pmin(pmax(s3 / 6 + 0.5, 0), 1)"),
-    ("hard_swish", "s3 * pmin(pmax(s3 / 6 + 0.5, 0), 1)"),
-    ("tanh_shrink", "s3 - tanh(s3)"), ("squareplus", "(s3 + sqrt(s3^2 + 4)) / 2"),
-    ("softmax", "exp(s3) / sum(exp(s3))"), ("log_softmax", "s3 - log(sum(exp(s3)))"),
-]:
-    SPECS[_name] = spec(t(f"op_{_name}(s3)", _expr))
-add("relu6", spec(t("op_relu6(c(-1, 3, 8))", "pmin(pmax(c(-1, 3, 8), 0), 6)")))
-add("gelu", spec(t("op_gelu(s3, approximate = FALSE)", "s3 * pnorm(s3)")))
-add("glu", spec(t("op_glu(c(1, 2, 3, 4))", "c(1, 2) * plogis(c(3, 4))")))
-add("hard_shrink", spec(t("op_hard_shrink(c(-1, 0.2, 1))", "c(-1, 0, 1)")))
-add("soft_shrink", spec(t("op_soft_shrink(c(-1, 0.2, 1))", "c(-0.5, 0, 0.5)")))
-add("sparse_plus", spec(t("op_sparse_plus(c(-2, 0, 2))", "c(0, 0.25, 2)")))
-add("sparse_sigmoid", spec(t("op_sparse_sigmoid(c(-2, 0, 2))", "c(0, 0.5, 1)")))
-add("sparsemax", spec(t("op_sparsemax(c(1, 2, 0.1))", "c(0, 1, 0)")))
-add("threshold", spec(t("op_threshold(c(-1, 0.5, 2), 1, 0)", "ifelse(c(-1, 0.5, 2) > 1, c(-1, 0.5, 2), 0)")))
-add("normalize", spec(t("op_normalize(c(3, 4))", "c(3, 4) / 5")))
-add("layer_normalization", spec(t("op_layer_normalization(m23, epsilon = 1e-6)",
-                                  "t(apply(m23, 1, function(r) (r - mean(r)) / sqrt(mean((r - mean(r))^2) + 1e-6)))"),
-                                param_docs={"...": "Further arguments passed on to Keras."}))
-add("rms_normalization", spec(t("op_rms_normalization(c(3, 4), epsilon = 1e-6)", "c(3, 4) / sqrt(mean(c(3, 4)^2) + 1e-6)"),
-                              conv={"scale": "as_float"}))
-add("batch_normalization", spec(t("op_batch_normalization(m23, c(1, 2, 3), c(1, 1, 4), axis = 2, epsilon = 0)",
-                                  'sweep(sweep(m23, 2, c(1, 2, 3)), 2, sqrt(c(1, 1, 4)), "/")'),
-                                conv={"offset": "as_float", "scale": "as_float"}))
-add("moments", spec(t("op_moments(m23, 2)",
-                      check="expect_tensor(res[[1]], rowMeans(m23))\nexpect_tensor(res[[2]], apply(m23, 1, function(r) mean((r - mean(r))^2)))",
-                      what="gives means and variances"), result="r", conv={"axes": "as_axes"}))
-add("binary_crossentropy", spec(t("op_binary_crossentropy(c(0, 1, 1), c(0.1, 0.8, 0.6))",
-                                  "-(c(0, 1, 1) * log(c(0.1, 0.8, 0.6)) + (1 - c(0, 1, 1)) * log(1 - c(0.1, 0.8, 0.6)))")))
-add("categorical_crossentropy", spec(t("op_categorical_crossentropy(rbind(c(1, 0, 0), c(0, 1, 0)), rbind(c(0.7, 0.2, 0.1), c(0.1, 0.8, 0.1)))",
-                                       "-log(c(0.7, 0.8))")))
-add("sparse_categorical_crossentropy", spec(t("op_sparse_categorical_crossentropy(c(0L, 1L), rbind(c(0.7, 0.2, 0.1), c(0.1, 0.8, 0.1)))",
-                                              "-log(c(0.7, 0.8))"), conv={"target": "as_int_array"}))
-add("one_hot", SPECS["one_hot"])
-add("multi_hot", spec(t("op_multi_hot(c(0L, 2L), 4)", "c(1, 0, 1, 0)"), conv={"inputs": "as_int_array"},
-                      param_docs={"...": "Further arguments passed on to Keras."}))
-add("in_top_k", spec(t("op_in_top_k(c(1L, 0L), rbind(c(0.1, 0.9, 0), c(0.2, 0.3, 0.5)), 1)", "c(TRUE, FALSE)"),
-                     conv={"targets": "as_int_array"}))
-add("psnr", spec(t("op_psnr(c(0.5, 0.5), c(0.4, 0.6), 1)", "20 * log10(1) - 10 * log10(mean((c(0.5, 0.5) - c(0.4, 0.6))^2))")))
-add("ctc_loss", spec(t("op_ctc_loss(matrix(c(1L, 2L), 1), array(0, c(1, 3, 3)), array(2L), array(3L))", "-log(5 / 27)",
-                       what="gives the loss of uniform predictions"),
-                     conv={"target": "as_int_array", "target_length": "as_int_array", "output_length": "as_int_array"}))
-add("ctc_decode", spec(t("op_ctc_decode(log(array(c(0.1, 0.1, 0.1, 0.8, 0.8, 0.1, 0.1, 0.1, 0.8), c(1, 3, 3))), array(3L))",
-                         check="expect_tensor(res[[1]], array(c(1, 2, -1), c(1, 1, 3)))",
-                         what="decodes the best path"),
-                       result="r", conv={"sequence_lengths": "as_int_array"}))
-add("dot_product_attention", spec(t(
-    "op_dot_product_attention(array(c(1, 0, 0, 1), c(1, 2, 1, 2)), array(c(1, 0, 0, 1), c(1, 2, 1, 2)), array(c(1, 2, 3, 4), c(1, 2, 1, 2)))",
-    "local({\n    q <- diag(2)\n    w <- exp(q %*% t(q) / sqrt(2))\n    array((w / rowSums(w)) %*% rbind(c(1, 3), c(2, 4)), c(1, 2, 1, 2))\n  })")))
-add("conv", spec(t("op_conv(seq8, array(1, c(2, 1, 1)))", "array(x8[-8] + x8[-1], c(1, 7, 1))")))
-add("depthwise_conv", spec(t("op_depthwise_conv(seq8, array(1, c(2, 1, 1)))", "array(x8[-8] + x8[-1], c(1, 7, 1))")))
-add("separable_conv", spec(t("op_separable_conv(seq8, array(1, c(2, 1, 1)), array(2, c(1, 1, 1)))", "array(2 * (x8[-8] + x8[-1]), c(1, 7, 1))")))
-add("conv_transpose", spec(t("op_conv_transpose(array(c(1, 2, 3), c(1, 3, 1)), array(1, c(2, 1, 1)))", "array(c(1, 3, 5, 3), c(1, 4, 1))")))
-add("average_pool", spec(t("op_average_pool(seq8, 2)", "array((x8[c(1, 3, 5, 7)] + x8[c(2, 4, 6, 8)]) / 2, c(1, 4, 1))"), **POOL))
-add("max_pool", spec(t("op_max_pool(seq8, 2)", "array(x8[c(2, 4, 6, 8)], c(1, 4, 1))"), **POOL))
-add("adaptive_average_pool", spec(t("op_adaptive_average_pool(seq8, 4)", "array((x8[c(1, 3, 5, 7)] + x8[c(2, 4, 6, 8)]) / 2, c(1, 4, 1))")))
-add("adaptive_max_pool", spec(t("op_adaptive_max_pool(seq8, 4)", "array(x8[c(2, 4, 6, 8)], c(1, 4, 1))")))
+add("swish", spec(t("op_swish(s3)", "s3 * plogis(s3)")))
+# Keras' TensorFlow adaptive pooling calls inputs.shape.as_list(), and its
+# PyTorch fold() and unfold() take torch tensors only.
+add("adaptive_average_pool", spec(t("op_adaptive_average_pool(seq8, 4)", "array((x8[c(1, 3, 5, 7)] + x8[c(2, 4, 6, 8)]) / 2, c(1, 4, 1))"),
+                                  conv={"inputs": TENSOR}))
+add("adaptive_max_pool", spec(t("op_adaptive_max_pool(seq8, 4)", "array(x8[c(2, 4, 6, 8)], c(1, 4, 1))"),
+                              conv={"inputs": TENSOR}))
 add("depth_to_space", spec(t("op_depth_to_space(array(c(1, 2, 3, 4), c(1, 1, 1, 4)), 2)", "array(c(1, 3, 2, 4), c(1, 2, 2, 1))")))
 add("space_to_depth", spec(t("op_space_to_depth(array(c(1, 3, 2, 4), c(1, 2, 2, 1)), 2)", "array(c(1, 2, 3, 4), c(1, 1, 1, 4))")))
 add("unfold", spec(t("op_unfold(array(as.numeric(1:16), c(1, 1, 4, 4)), 2, stride = 2)",
-                     check="expect_identical(dim(res), c(1L, 4L, 4L))\nexpect_equal(as.array(res)[1, , 1], c(1, 5, 2, 6))",
-                     what="extracts patches")))
+                     check="res <- op_convert_to_array(res)\nexpect_identical(dim(res), c(1L, 4L, 4L))\nexpect_equal(res[1, , 1], c(1, 5, 2, 6))",
+                     what="extracts patches"), conv={"x": TENSOR}))
 add("fold", spec(t("op_fold(op_unfold(array(as.numeric(1:16), c(1, 1, 4, 4)), 2, stride = 2), c(4, 4), 2, stride = 2)",
-                   "array(as.numeric(1:16), c(1, 1, 4, 4))", what="inverts op_unfold()"), autograph_files=True))
-
-# --- control flow and callbacks -------------------------------------------------------------
-add("cond", spec(t("op_cond(op_convert_to_tensor(TRUE), function() op_convert_to_tensor(10), function() op_convert_to_tensor(0))", "10",
-                   what="runs the chosen branch"), result="r"))
-add("fori_loop", spec(t("op_fori_loop(1, 4, function(i, s) s + i, 0)", check="expect_equal(as.numeric(res), 6)",
-                        what="runs an R loop body"), result="r"))
-add("while_loop", spec(t("op_while_loop(function(i) i < 5, function(i) list(i + 1), list(0))",
-                         check="expect_equal(as.numeric(res[[1]]), 5)", what="runs R condition and body"), result="r"))
-add("map", spec(t("op_map(v3, function(x) x * 2)", "v3 * 2", what="maps an R function"), order=["xs", "f"], result="r"))
-add("vectorized_map", spec(t("op_vectorized_map(m23, function(row) row * 2)", "m23 * 2", what="maps an R function"),
-                           order=["elements", "f"], rename={"function": "f"}, result="r", autograph_files=True,
-                           param_docs={"f": "An R function (or a Python callable) of a slice of `elements`.",
-                                       "elements": "A tensor, or a list of tensors, mapped over along their first axis."}))
-add("scan", spec(t("op_scan(function(carry, x) list(carry + x, carry * x), 0, v3)",
-                   check="expect_tensor(res[[1]], sum(v3))\nexpect_tensor(res[[2]], c(0, cumsum(v3)[-3]) * v3)",
-                   what="carries state through an R function"), result="r", conv={"init": None}))
-add("associative_scan", spec(t("op_associative_scan(function(a, b) a + b, v3)", "cumsum(v3)",
-                               what="scans with an R function"), result="r"))
-add("switch", spec(t("op_switch(2, list(function(x) x + 1, function(x) x * 10), v3)", "v3 * 10",
-                     what="picks the branch by 1-based index"), result="r", dots="as_float",
-                   param_docs={"...": "Inputs to whichever branch is applied."}))
-add("vectorize", spec(t("op_vectorize(function(a) a * 2)(op_convert_to_tensor(v3))", "v3 * 2",
-                        what="vectorizes an R function"), result="function",
-                      fails={"tensorflow": "Keras does not support vectorize() with the TensorFlow backend"}))
+                   "array(as.numeric(1:16), c(1, 1, 4, 4))", what="inverts op_unfold()"),
+                 conv={"x": TENSOR}, autograph_files=True))
 
 # --- image ------------------------------------------------------------------------
-add("image.affine_transform", spec(t("op_image_affine_transform(img, c(1, 0, 0, 0, 1, 0, 0, 0))", "img",
-                                     what="keeps an image under the identity")))
-add("image.crop_images", spec(t("op_image_crop(img, 1, 1, target_height = 2, target_width = 2)", "img[, 2:3, 2:3, , drop = FALSE]")))
-add("image.pad_images", spec(t("op_image_pad(img, 1, 1, target_height = 6, target_width = 6)",
-                               check="expect_identical(dim(res), c(1L, 6L, 6L, 3L))\nexpect_equal(as.array(res)[, 2:5, 2:5, , drop = FALSE], img, tolerance = 1e-6)\nexpect_equal(sum(as.array(res)), sum(img), tolerance = 1e-5)",
-                               what="pads with zeros")))
-add("image.elastic_transform", spec(t("op_image_elastic_transform(img, alpha = 0, seed = 1)", "img",
-                                      what="keeps an image without displacement"),
-                                    param_docs={"seed": "An integer seed for the random displacement fields, or `NULL`."}))
-add("image.extract_patches", spec(t("op_image_extract_patches(img, 2)",
-                                    check="expect_identical(dim(res), c(1L, 2L, 2L, 12L))\nexpect_equal(as.array(res)[1, 1, 1, ], as.vector(aperm(img[1, 1:2, 1:2, ], c(3, 2, 1))), tolerance = 1e-6)",
-                                    what="extracts patches")))
 add("image.extract_patches_3d", spec(t("op_image_extract_patches_3d(array(as.numeric(1:8), c(1, 2, 2, 2, 1)), 2)",
-                                       check="expect_identical(dim(res), c(1L, 1L, 1L, 1L, 8L))\nexpect_equal(as.vector(res), as.vector(aperm(array(as.numeric(1:8), c(2, 2, 2)), c(3, 2, 1))))",
+                                       check="res <- op_convert_to_array(res)\nexpect_identical(dim(res), c(1L, 1L, 1L, 1L, 8L))\nexpect_equal(as.vector(res), as.vector(aperm(array(as.numeric(1:8), c(2, 2, 2)), c(3, 2, 1))))",
                                        what="extracts patches")))
-add("image.gaussian_blur", spec(t("op_image_gaussian_blur(array(0.5, c(1, 5, 5, 1)))",
-                                  check="expect_equal(as.array(res)[1, 3, 3, 1], 0.5, tolerance = 1e-6)",
-                                  what="keeps a constant image constant")))
-add("image.rgb_to_grayscale", spec(t("op_image_rgb_to_grayscale(img)",
-                                     "array(0.2989 * img[, , , 1] + 0.587 * img[, , , 2] + 0.114 * img[, , , 3], c(1, 4, 4, 1))",
-                                     tol="1e-3")))
-add("image.rgb_to_hsv", spec(t("op_image_rgb_to_hsv(array(c(1, 0, 0), c(1, 1, 3)))", "array(c(0, 1, 1), c(1, 1, 3))",
-                               what="converts pure red")))
-add("image.hsv_to_rgb", spec(t("op_image_hsv_to_rgb(op_image_rgb_to_hsv(img))", "img", what="inverts op_image_rgb_to_hsv()")))
-add("image.map_coordinates", spec(t("op_image_map_coordinates(m23, list(c(0, 1), c(2, 0)), 1)", "m23[cbind(c(1, 2), c(3, 1))]",
-                                    what="interpolates at 0-based coordinates")))
-add("image.perspective_transform", spec(t("op_image_perspective_transform(img, rbind(c(0, 0), c(3, 0), c(3, 3), c(0, 3)), rbind(c(0, 0), c(3, 0), c(3, 3), c(0, 3)))",
-                                          "img", what="keeps an image under the identity")))
-add("image.resize", spec(t("op_image_resize(img, c(2, 2))", "block_means(img)", what="averages blocks when halving")))
 add("image.scale_and_translate", spec(t('op_image_scale_and_translate(img, c(1, 4, 4, 3), c(1, 1), c(0, 0), c(2, 3), "linear")', "img",
-                                        what="keeps an image under the identity"),
-                                      conv={"scale": "as_float", "translation": "as_float"}))
+                                        what="keeps an image under the identity")))
 add("image.sobel_edges", spec(t("op_image_sobel_edges(array(0.5, c(1, 4, 4, 1)))",
-                                check="expect_identical(dim(res), c(1L, 4L, 4L, 1L, 2L))\nexpect_equal(as.array(res)[1, 2:3, 2:3, 1, ], array(0, c(2, 2, 2)), tolerance = 1e-6)",
+                                check="res <- op_convert_to_array(res)\nexpect_identical(dim(res), c(1L, 4L, 4L, 1L, 2L))\nexpect_equal(res[1, 2:3, 2:3, 1, ], array(0, c(2, 2, 2)), tolerance = 1e-6)",
                                 what="finds no edges inside a constant image")))
 add("image.ssim", spec(t("op_image_ssim(img, img, filter_size = 3)", "1", what="is 1 for identical images")))
 
 # Hand-written in R/ops-*.R (R conventions need more than argument
 # conversion); the generator writes only their smoke tests.
 HAND_WRITTEN = {
-    "convert_to_tensor": spec(t("op_convert_to_tensor(m23)", "m23")),
-    "custom_gradient": spec(t("op_custom_gradient(function(x) tuple(x * 2, function(upstream) upstream * 2))(v3)", "v3 * 2",
-                              what="returns f's value")),
-    "shape": spec(t("op_shape(m23)", check="expect_identical(res, list(2L, 3L))", what="gives an R list")),
-    "arange": spec(t("op_arange(1, 5)", "seq(1, 5)", what="includes the end like seq()")),
-    "nonzero": spec(t("op_nonzero(c(0, 1, 0, 2))", "matrix(which(c(0, 1, 0, 2) != 0))", what="gives 1-based indices")),
     "unique": spec(t("op_unique(c(3, 1, 3, 2))", "sort(unique(c(3, 1, 3, 2)))")),
-    "unravel_index": spec(t("op_unravel_index(c(2, 6), c(2, 3))",
-                            check="expect_tensor(res[[1]], c(1, 2))\nexpect_tensor(res[[2]], c(2, 3))",
-                            what="gives 1-based row-major coordinates")),
 }
 
-ALL_NAMES = {name for name in list(SPECS) + list(HAND_WRITTEN) if not name.startswith("image.")}
+# Every public keras.ops name: `name()` in a docstring becomes `op_name()`.
+ALL_NAMES = {name for path, name, _ in public_ops() if path == "keras.ops"}
 
 
 if __name__ == "__main__":

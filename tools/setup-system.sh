@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Installs R and the R packages customgrad needs from Debian (CRAN is not
-# reachable here). Quick when everything is there: apt runs only for what is
-# missing.
+# Installs R and the R packages customgrad needs from Debian, then the
+# keras3 stack (reticulate >= 1.42, tensorflow, keras3), which Debian lacks,
+# with tools/setup-r-packages.R. Quick when everything is there: apt runs
+# only for what is missing.
 set -euo pipefail
 
 packages=(
-  r-base-core r-base-dev r-cran-reticulate r-cran-rlang r-cran-cli
+  r-base-core r-base-dev r-cran-rlang r-cran-cli
   r-cran-testthat r-cran-withr r-cran-callr r-cran-knitr r-cran-rmarkdown
   r-cran-roxygen2 pandoc qpdf tidy python3.11-venv
+  # imports of reticulate, tensorflow and keras3 (tools/setup-r-packages.R)
+  r-cran-matrix r-cran-rcpp r-cran-rcpptoml r-cran-here r-cran-jsonlite
+  r-cran-png r-cran-rappdirs r-cran-yaml r-cran-backports r-cran-base64enc
+  r-cran-magrittr r-cran-whisker r-cran-tidyselect r-cran-rstudioapi
+  r-cran-processx r-cran-lifecycle r-cran-generics r-cran-zeallot
+  r-cran-fastmap r-cran-glue
 )
 
 missing=()
@@ -16,12 +23,12 @@ for p in "${packages[@]}"; do
     missing+=("$p")
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "Installing from Debian: ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "Installing from Debian: ${missing[*]}"
-sudo_cmd=""
-[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-$sudo_cmd apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+Rscript "$(dirname "$0")/setup-r-packages.R"

@@ -48,6 +48,6 @@ float64_state <- function() {
   list(
     jax_x64 = jax_x64,
     promotion = reticulate::py_to_r(dtypes$BIT64_TO_BIT32_DTYPE$get("float64")),
-    floatx = customgrad:::tensor_dtype(op_convert_to_tensor(0.5))
+    floatx = op_dtype(op_convert_to_tensor(0.5))
   )
 }

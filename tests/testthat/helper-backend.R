@@ -4,7 +4,10 @@ skip_if_no_backend <- function() {
   if (backend_available()) {
     return(invisible(TRUE))
   }
-  reason <- sprintf("The %s backend is not available.", config_backend())
+  reason <- sprintf(
+    "The %s backend is not available.",
+    customgrad:::backend_name()
+  )
   if (identical(Sys.getenv("CI"), "true")) {
     testthat::fail(paste(reason, "(CI=true: not skipped)"))
   }
@@ -13,7 +16,7 @@ skip_if_no_backend <- function() {
 
 skip_unless_backend <- function(backend) {
   skip_if_no_backend()
-  if (!identical(config_backend(), backend)) {
+  if (!identical(customgrad:::backend_name(), backend)) {
     testthat::skip(sprintf("Only on %s.", backend))
   }
 }

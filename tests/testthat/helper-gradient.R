@@ -33,7 +33,9 @@ native_grad <- function(f, x, ...) {
 # A backend tensor whose values (and shape, when `expected` has dim) match.
 expect_tensor <- function(object, expected, tolerance = 1e-6) {
   testthat::expect_true(inherits(object, "python.builtin.object"))
-  actual <- if (is.null(dim(expected))) as.vector(object) else as.array(object)
+  # as.array() first: tensorflow R's as.vector() method fails on TF tensors.
+  actual <- as.array(object)
+  if (is.null(dim(expected))) actual <- as.vector(actual)
   testthat::expect_equal(actual, expected, tolerance = tolerance)
 }
 

@@ -3,15 +3,14 @@
 # Fixtures for the generated smoke tests (plain R values), and helpers.
 v3 <- c(0.5, 1, 2)
 s3 <- c(-1.5, 0, 2)
-u3 <- c(0.1, 0.5, 0.9)
-b3 <- c(TRUE, FALSE, TRUE)
 x8 <- as.numeric(1:8)
 m23 <- matrix(c(1, 2, 3, 4, 5, 6), 2)
 sq <- matrix(c(4, 1, 1, 3), 2)
 seq8 <- array(as.numeric(1:8), c(1, 8, 1))
 img <- array(seq_len(48) / 48, c(1, 4, 4, 3))
 
-# The R name customgrad gives a public function of keras.ops or keras.ops.image.
+# The R name of a public function of keras.ops or keras.ops.image: keras3's
+# name, which customgrad's wrappers of the functions keras3 lacks follow.
 expected_op_name <- function(module, name) {
   renames <- c(crop_images = "op_image_crop", pad_images = "op_image_pad")
   if (module == "keras.ops.image") {
@@ -21,9 +20,8 @@ expected_op_name <- function(module, name) {
   }
 }
 
-# On TensorFlow, some ops (tf.vectorized_map(), Keras' fold) leave a file of
-# autograph-generated code in the temporary directory at each call; remove
-# those of this test.
+# On TensorFlow, some ops (Keras' fold) leave a file of autograph-generated
+# code in the temporary directory at each call; remove those of this test.
 local_autograph_cleanup <- function(env = parent.frame()) {
   if (config_backend() != "tensorflow") {
     return(invisible())
@@ -34,19 +32,4 @@ local_autograph_cleanup <- function(env = parent.frame()) {
     after <- list.files(dir, "^__autograph_generated_file", full.names = TRUE)
     unlink(setdiff(after, before))
   })
-}
-
-# Means of 2 x 2 blocks of a channels-last image batch: bilinear resizing
-# to half the size.
-block_means <- function(img) {
-  d <- dim(img)
-  out <- array(0, c(d[1], d[2] / 2, d[3] / 2, d[4]))
-  for (i in seq_len(d[2] / 2)) {
-    for (j in seq_len(d[3] / 2)) {
-      rows <- (2 * i - 1):(2 * i)
-      cols <- (2 * j - 1):(2 * j)
-      out[, i, j, ] <- apply(img[, rows, cols, , drop = FALSE], c(1, 4), mean)
-    }
-  }
-  out
 }

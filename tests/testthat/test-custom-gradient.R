@@ -88,8 +88,8 @@ test_that("several and nested outputs: upstream has the value's structure", {
   expect_type(out, "list")
   expect_named(out[[2]], c("a", "b"))
   expect_tensor(out[[2]]$a, c(1, 4))
-  # The tensors come back like a single output's: `$` results stay Python.
-  expect_s3_class(out[[2]]$a$ndim, "python.builtin.object")
+  # The tensors come back as keras3 hands them out: conversion on.
+  expect_identical(out[[2]]$a$ndim, 1L)
   loss <- function(x) {
     o <- h(x)
     sum(o[[1]]) + sum(o[[2]]$a) + sum(o[[2]]$b)
@@ -135,7 +135,7 @@ test_that("nested inputs: the gradient mirrors their structure", {
   expect_values(g[[1]][[2]], 2)
 })
 
-test_that("non-tensor inputs become tensors of Keras' float type", {
+test_that("R doubles become tensors of keras3's float type on every backend", {
   skip_if_no_backend()
   got <- NULL
   h <- op_custom_gradient(function(x) {
@@ -143,11 +143,14 @@ test_that("non-tensor inputs become tensors of Keras' float type", {
     tuple(x * 2, function(upstream) upstream * 2)
   })
   expect_tensor(h(1.5), 3)
-  expect_identical(customgrad:::tensor_dtype(got), "float32")
-  m <- matrix(1:6, 2)
+  expect_identical(op_dtype(got), config_floatx())
+  m <- matrix(c(1, 2, 3, 4, 5, 6), 2)
   expect_equal(as.array(h(m)), m * 2)
-  expect_identical(dim(got), c(2L, 3L))
-  expect_identical(customgrad:::tensor_dtype(got), "float32")
+  expect_identical(dim(as.array(got)), c(2L, 3L))
+  expect_identical(op_dtype(got), config_floatx())
+  mi <- matrix(1:6, 2)
+  h(mi)
+  expect_identical(op_dtype(got), op_dtype(op_convert_to_tensor(mi)))
   expect_tensor(h(reticulate::py_eval("2.5", convert = FALSE)), 5)
 })
 
@@ -189,12 +192,18 @@ test_that("defaults and named arguments reach f in its own order", {
   expect_values(g[[2]], c(-1, -1))
 })
 
-test_that("tuple() is a plain R list underneath", {
-  t <- tuple(1, function(x) x)
-  expect_true(is.list(t))
-  expect_length(t, 2)
-  expect_true(is.function(t[[2]]))
-  expect_output(print(tuple(1)), "<tuple of 1>")
+test_that("f may return keras3's tuple() (a Python tuple) or list()", {
+  skip_if_no_backend()
+  styles <- list(
+    tuple = function(x) tuple(x * 3, function(upstream) upstream * 3),
+    list = function(x) list(x * 3, function(upstream) upstream * 3),
+    torch_style = function(x) tuple(x * 3, function(..., upstream) upstream * 3)
+  )
+  for (f in styles) {
+    h <- op_custom_gradient(f)
+    expect_tensor(h(2), 6)
+    expect_values(native_grad(h, c(1, 2)), c(3, 3))
+  }
 })
 
 test_that("handed to Python, a custom-gradient function is its Python callable", {

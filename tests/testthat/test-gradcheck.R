@@ -138,7 +138,7 @@ test_that("gradcheck() computes in float64 and restores the backend's settings",
   before <- float64_state()
   seen <- NULL
   f <- function(x) {
-    seen <<- customgrad:::tensor_dtype(sin(x))
+    seen <<- op_dtype(sin(x))
     sum(sin(x))
   }
   result <- gradcheck(f, op_convert_to_tensor(c(0.5, 1)))

@@ -1,55 +1,100 @@
 test_that("library(customgrad) does not start Python", {
   skip_if_no_callr()
-  started <- callr::r(function() {
-    library(customgrad)
-    reticulate::py_available(initialize = FALSE)
-  })
+  started <- callr::r(
+    function() {
+      library(customgrad)
+      h <- op_custom_gradient(function(x) list(x, function(upstream) upstream))
+      reticulate::py_available(initialize = FALSE)
+    },
+    libpath = .libPaths()
+  )
   expect_false(started)
 })
 
-test_that("a fresh session finds customgrad's own Python environment", {
+test_that("customgrad and keras3 share customgrad's Python environment", {
   skip_if_no_backend()
   skip_if_no_callr()
-  python <- callr::r(function() {
-    Sys.unsetenv("RETICULATE_PYTHON")
-    customgrad::op_exp(0)
-    reticulate::py_config()$python
-  })
-  expect_identical(
-    normalizePath(python),
-    normalizePath(file.path(customgrad::python_env_path(), "bin", "python"))
+  got <- callr::r(
+    function() {
+      # (reticulate sets VIRTUAL_ENV in the parent, which would choose.)
+      Sys.unsetenv(c("RETICULATE_PYTHON", "VIRTUAL_ENV"))
+      library(customgrad)
+      op_exp(0) # keras3 starts Python first
+      list(
+        python = reticulate::py_config()$python,
+        forced = reticulate::py_config()$forced
+      )
+    },
+    libpath = .libPaths()
   )
+  expect_identical(
+    normalizePath(got$python),
+    normalizePath(file.path(python_env_path(), "bin", "python"))
+  )
+  expect_match(got$forced, "customgrad", fixed = TRUE)
 })
 
 test_that("RETICULATE_PYTHON wins, and Python without Keras is a classed error", {
   skip_if_no_callr()
-  bare <- Sys.which("python3.11")
-  skip_if(!nzchar(bare), "no python3.11 on the PATH")
-  bare <- if (file.exists("/usr/bin/python3.11")) {
-    "/usr/bin/python3.11"
-  } else {
-    bare
-  }
+  bare <- "/usr/bin/python3.11"
+  skip_if(!file.exists(bare), "no /usr/bin/python3.11")
   result <- callr::r(
     function() {
-      err <- tryCatch(customgrad::op_exp(0), error = function(e) e)
+      library(customgrad)
+      h <- op_custom_gradient(function(x) list(x, function(upstream) upstream))
+      err <- tryCatch(h(0), error = function(e) e)
       list(
         class = class(err),
         message = conditionMessage(err),
         python = reticulate::py_config()$python
       )
     },
+    libpath = .libPaths(),
     env = c(callr::rcmd_safe_env(), RETICULATE_PYTHON = bare)
   )
   expect_identical(result$python, bare)
   expect_true("customgrad_error_python_missing" %in% result$class)
+  expect_match(result$message, bare, fixed = TRUE)
+  expect_match(result$message, "RETICULATE_PYTHON", fixed = TRUE)
   expect_match(result$message, "install_customgrad()", fixed = TRUE)
 })
 
-test_that("tensors made from R are collected once their bytes pass the threshold", {
+test_that("with no Python to use, an error says how to get one; nothing is downloaded", {
+  skip_if_no_callr()
+  empty <- withr::local_tempdir()
+  result <- callr::r(
+    function() {
+      Sys.unsetenv(c("RETICULATE_PYTHON", "VIRTUAL_ENV"))
+      library(customgrad)
+      h <- op_custom_gradient(function(x) list(x, function(upstream) upstream))
+      err <- tryCatch(h(0), error = function(e) e)
+      list(
+        class = class(err),
+        message = conditionMessage(err),
+        started = reticulate::py_available(initialize = FALSE)
+      )
+    },
+    libpath = .libPaths(),
+    env = c(
+      callr::rcmd_safe_env(),
+      R_USER_DATA_DIR = empty,
+      WORKON_HOME = empty
+    ),
+    stdout = file.path(empty, "out.txt"),
+    stderr = file.path(empty, "out.txt")
+  )
+  expect_true("customgrad_error_python_missing" %in% result$class)
+  expect_match(result$message, "install_customgrad()", fixed = TRUE)
+  expect_false(result$started)
+  output <- readLines(file.path(empty, "out.txt"))
+  expect_false(any(grepl("uv", output, fixed = TRUE)))
+})
+
+test_that("tensors handed to R are collected once their bytes pass the threshold", {
   skip_if_no_backend()
-  op_exp(0)
-  memory <- customgrad:::the$memory
+  h <- op_custom_gradient(function(x) list(x * 2, function(upstream) upstream * 2))
+  h(0)
+  memory <- reticulate::import("customgrad._memory", convert = FALSE)
   collected <- 0
   memory$set_collector(
     customgrad:::r_callback(function() {
@@ -62,14 +107,11 @@ test_that("tensors made from R are collected once their bytes pass the threshold
     customgrad:::r_callback(customgrad:::collect_garbage),
     getOption("customgrad.gc_threshold_mb", 128) * 2^20
   ))
-  x <- op_convert_to_tensor(rep(1, 1000)) # 4,000 bytes of float32
-  for (i in 1:3) {
-    y <- op_exp(x)
-  }
+  x <- op_convert_to_tensor(rep(1, 1000), dtype = "float32") # 4,000 bytes
+  y <- h(x)
+  y <- h(x) # 8,000 bytes handed to R: a collection is due
   expect_identical(collected, 0)
-  for (i in 1:2) {
-    y <- op_exp(x)
-  } # 20,000 bytes: past 4 x 4,000
+  y <- h(x) # collects at the start of the call
   expect_identical(collected, 1)
-  expect_tensor(y, rep(exp(1), 1000))
+  expect_tensor(y, rep(2, 1000))
 })

@@ -1,7 +1,10 @@
 """The Python half of the customgrad R package.
 
 R hands this module an R callback (``forward``) and gets back a Python
-callable that is differentiable on the active Keras backend.  Everything
+callable that is differentiable on the active Keras backend.  ``forward``
+returns ``[value, grad]``: ``value`` a nest of tensors, ``grad`` the handle
+of the R gradient function, which R's ``run_grad`` callback runs in the
+backward pass (see ``_bridge``).  Everything
 that depends on the backend's conventions lives here; everything that
 depends on R (formals, conditions, S3) lives in the R package.
 """
@@ -11,10 +14,10 @@ from customgrad.errors import (
     GradientCountError,
     GradientShapeError,
     GradientStructureError,
-    RError,
     ThreadError,
     VariablesError,
     find_error,
+    r_condition_fields,
 )
 
 __all__ = [
@@ -22,25 +25,26 @@ __all__ = [
     "GradientCountError",
     "GradientShapeError",
     "GradientStructureError",
-    "RError",
     "ThreadError",
     "VariablesError",
     "custom_gradient",
     "find_error",
+    "r_condition_fields",
 ]
 
 
 def custom_gradient(forward, backend=None):
     """Wrap an R ``forward`` callback into a differentiable callable.
 
-    ``forward(*inputs)`` must return ``[value, grad]``, where ``grad(upstream,
-    variables)`` returns one gradient per input.  ``backend`` defaults to the
-    active Keras backend.
+    ``forward(*inputs)`` returns ``[value, grad_handle]``; in the backward
+    pass R's grad runner is called with the handle, the upstream gradient
+    and the variables ``f`` read, and returns one gradient per input.
+    ``backend`` defaults to the active Keras backend.
     """
     import keras
     from keras.src.backend import any_symbolic_tensors, compute_output_spec
 
-    from customgrad import _bridge, _memory
+    from customgrad import _memory
 
     if backend is None:
         backend = keras.config.backend()
@@ -61,8 +65,7 @@ def custom_gradient(forward, backend=None):
         # Symbolic Keras tensors (functional models, output specs): run on
         # the backend's placeholders to get the output's shape and dtype.
         if any_symbolic_tensors(args):
-            with _bridge.no_backward():
-                return compute_output_spec(differentiable, *args)
+            return compute_output_spec(differentiable, *args)
         _memory.at_boundary()
         return _memory.handed_to_r(differentiable(*args))
 

@@ -1,21 +1,19 @@
 """What every backend adapter shares: entering R, and checking what R gave.
 
 R is entered only through :func:`call_r`, which refuses non-main threads
-(reticulate aborts the R process there) and raises the R side's errors.
+(reticulate aborts the R process there).
 """
 
-import contextlib
 import threading
 
 import keras
 
-from customgrad import _deferred, _memory
+from customgrad import _memory
 from customgrad._structure import flatten, unflatten
 from customgrad.errors import (
     GradientCountError,
     GradientShapeError,
     GradientStructureError,
-    RError,
     ThreadError,
 )
 
@@ -24,7 +22,8 @@ r_calls = [0]  # calls into R so far (the benchmark counts them per step)
 
 
 def call_r(fn, *args, count=True, **kwargs):
-    """Call the R callback ``fn``; re-raise an R error it reports."""
+    """Call the R callback ``fn`` (an R error comes out as an exception that
+    carries the R condition)."""
     if threading.current_thread() is not _MAIN_THREAD:
         raise ThreadError(
             "A customgrad function was called on a non-main Python thread "
@@ -36,10 +35,7 @@ def call_r(fn, *args, count=True, **kwargs):
     if count:
         _memory.count_args(args)
     r_calls[0] += 1
-    result = fn(*args, **kwargs)
-    if isinstance(result, RError):
-        raise result
-    return result
+    return fn(*args, **kwargs)
 
 
 def to_tensor(x):
@@ -60,16 +56,13 @@ def flat_inputs(args):
 
 
 class Grad:
-    """The R ``grad`` of one forward call (a handle, or a Python stand-in),
-    with the values of the ops that ``f`` recorded: ``grad`` may use them."""
+    """The R ``grad`` of one forward call: the handle of an R callback (see
+    :func:`set_grad_runner`), or a Python stand-in for R in tests."""
 
-    __slots__ = ("handle", "values", "recorded")
+    __slots__ = ("handle",)
 
-    def __init__(self, handle, values, recorded=None):
+    def __init__(self, handle):
         self.handle = handle
-        self.values = values
-        # [grads, tape, upstream id] when R recorded grad during forward.
-        self.recorded = recorded
 
     def __del__(self):
         # R drops the callback at its next forward call (R can't be
@@ -96,55 +89,17 @@ def _released_kwargs():
     return {"released": handles}
 
 
-def _seed(ids, tensors):
-    """The tensors R got from Python, by the ids R gave them."""
-    if not isinstance(ids, list):
-        ids = [ids]
-    return {node_id: x for node_id, x in zip(ids, tensors) if node_id}
-
-
-_shape_only = [0]
-
-
-@contextlib.contextmanager
-def no_backward():
-    """Calls inside only work out output shapes: no backward pass follows."""
-    _shape_only[0] += 1
-    try:
-        yield
-    finally:
-        _shape_only[0] -= 1
-
-
-def call_forward(forward, inputs, record=True):
+def call_forward(forward, inputs):
     """Run the R forward; return ``(flat value tensors, value spec, grad)``.
 
-    R returns ``[value, grad, tape, input_ids, recorded]``: the ops ``f``
-    recorded run here, and ``recorded`` is ``grad`` recorded ahead (then
-    ``grad``, the handle of an R callback, is None), or None.
-    ``record=False`` tells R that no backward pass will follow.
-    (Python stand-ins for R return ``[value, grad]``.)
+    R returns ``[value, grad]``: ``value`` a nest of tensors, ``grad`` the
+    handle of the R gradient function (Python stand-ins for R return a
+    callable instead).
     """
-    kwargs = _released_kwargs()
-    if not record or _shape_only[0]:
-        kwargs["record"] = False
     # Not counted as handed to R: the inputs came from R's caller.
-    value, grad, *rest = call_r(forward, *inputs, count=False, **kwargs)
-    values, recorded, seeded = {}, None, {}
-    if rest:
-        tape, ids, recorded = rest
-        seeded = _seed(ids, inputs)
-        values = _deferred.run(tape, dict(seeded))
-    leaves, spec = flatten(_deferred.decode(value, values))
-    if recorded is not None:
-        # No R grad waits (handle None): keep what the recorded grad needs
-        # and free the other temporaries of f now.
-        keep = _deferred.needed(recorded)
-        values = {k: v for k, v in values.items() if k in keep}
-    # f's values live as long as the backward pass can run, which R's
-    # reference to the result decides.
-    _memory.count_args(v for k, v in values.items() if k not in seeded)
-    return [to_tensor(x) for x in leaves], spec, Grad(grad, values, recorded)
+    value, grad = call_r(forward, *inputs, count=False, **_released_kwargs())
+    leaves, spec = flatten(value)
+    return [to_tensor(x) for x in leaves], spec, Grad(grad)
 
 
 def fill_upstream(upstream, outputs):
@@ -162,19 +117,10 @@ def call_grad(grad, upstream, inputs, fill_none, variables=None):
     ``fill_none`` turns a missing gradient into zeros (JAX needs them).
     With ``variables`` the R grad returns ``[input_grads, variable_grads]``.
     """
-    if grad.recorded is not None and variables is None:
-        # grad ran during forward: its tape runs here, with no call into R.
-        # (With variables, R's runner raises: a recorded grad has no
-        # `variables` argument.)
-        result, tape, upstream_id = grad.recorded
-        values = _deferred.run(tape, {upstream_id: upstream}, grad.values)
-    elif callable(grad.handle):
+    if callable(grad.handle):
         result = call_r(grad.handle, upstream, variables)
-        values = {}
     else:
-        result, tape, ids = call_r(_grad_runner["run"], grad.handle, upstream, variables)
-        values = _deferred.run(tape, _seed(ids, [upstream]), grad.values)
-    result = _deferred.decode(result, values, grad.values)
+        result = call_r(_grad_runner["run"], grad.handle, upstream, variables)
     if variables is not None:
         result, variable_grads = result
         return normalize_gradients(result, inputs, fill_none), variable_grads

@@ -39,17 +39,6 @@ def stats():
     return {"bytes": _state["bytes"], "collections": _state["collections"]}
 
 
-def wrap(fn):
-    """``fn`` (a keras op) with its results counted as handed to R."""
-
-    def op(*args, **kwargs):
-        return handed_to_r(fn(*args, **kwargs))
-
-    op.__name__ = getattr(fn, "__name__", "op")
-    op.__doc__ = getattr(fn, "__doc__", None)
-    return op
-
-
 def handed_to_r(x):
     """Count ``x`` (a tensor or a nest of them) as held by R; return it."""
     _state["bytes"] += _nbytes(x)

@@ -11,14 +11,6 @@ import tensorflow as tf
 from customgrad import _bridge
 from customgrad.errors import VariablesError
 
-try:  # TensorFlow's own test for "a tape watches these tensors" (private)
-    from tensorflow.python.eager.record import should_record_backprop
-except ImportError:  # without it, assume a backward pass may follow
-
-    def should_record_backprop(tensors):
-        return True
-
-
 def custom_gradient(forward):
     # Decorated once, not per call (tf.custom_gradient is ~60 us to apply).
     # Each call's state is on a stack: TensorFlow runs `inner` at once.
@@ -28,11 +20,7 @@ def custom_gradient(forward):
     def inner(*flat):
         state = calls[-1]
         inputs = _bridge.pack(state["in_spec"], flat)
-        # Eagerly, a backward pass can follow only if a tape watches the
-        # inputs: if none does, R does not record grad ahead (it would never
-        # run; variables that f reads still reach the R grad).
-        backward = not tf.executing_eagerly() or should_record_backprop(flat)
-        leaves, spec, grad = _bridge.call_forward(forward, inputs, record=backward)
+        leaves, spec, grad = _bridge.call_forward(forward, inputs)
         state["spec"] = spec
 
         def grad_fn(*upstream, variables=None):

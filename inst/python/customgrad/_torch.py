@@ -16,40 +16,27 @@ from customgrad import _bridge
 class _Call:
     """State of one call: what backward needs from forward."""
 
-    __slots__ = ("forward", "in_spec", "out_spec", "grad", "backward", "kept")
+    __slots__ = ("forward", "in_spec", "out_spec", "grad")
 
-    def __init__(self, forward, in_spec, backward):
+    def __init__(self, forward, in_spec):
         self.forward = forward
         self.in_spec = in_spec
-        # Whether a backward pass can follow (grad mode on, an input that
-        # requires grad): R records grad ahead only then.
-        self.backward = backward
 
 
 class _RFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, call, *flat):
         inputs = _bridge.pack(call.in_spec, flat)
-        leaves, call.out_spec, call.grad = _bridge.call_forward(
-            call.forward, inputs, record=call.backward
-        )
+        leaves, call.out_spec, call.grad = _bridge.call_forward(call.forward, inputs)
         ctx.call = call
-        # The values of f that grad needs are saved like the inputs: autograd
-        # frees them after the backward pass, even while R still holds the
-        # result (and with it this graph) until its next garbage collection.
-        kept = call.grad.values
-        call.kept = [k for k, v in kept.items() if isinstance(v, torch.Tensor)]
-        ctx.save_for_backward(*flat, *(kept.pop(k) for k in call.kept))
+        ctx.save_for_backward(*flat)
         return tuple(leaves)
 
     @staticmethod
     def backward(ctx, *upstream):
         call = ctx.call
-        saved = ctx.saved_tensors
-        flat = saved[: len(saved) - len(call.kept)]
-        inputs = _bridge.pack(call.in_spec, flat)
+        inputs = _bridge.pack(call.in_spec, ctx.saved_tensors)
         grad = call.grad
-        grad.values.update(zip(call.kept, saved[len(flat) :]))
         if torch.is_grad_enabled():
             # create_graph=True: rebuild grad from inputs that carry history.
             _, _, grad = _bridge.call_forward(call.forward, inputs)
@@ -61,8 +48,7 @@ class _RFunction(torch.autograd.Function):
 def custom_gradient(forward):
     def call(*args):
         tensors, in_spec = _bridge.flat_inputs(args)
-        backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-        state = _Call(forward, in_spec, backward)
+        state = _Call(forward, in_spec)
         result = _RFunction.apply(state, *tensors)
         return _bridge.pack(state.out_spec, list(result))
 

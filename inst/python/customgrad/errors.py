@@ -1,7 +1,10 @@
 """Exceptions that the R side turns into classed R conditions.
 
-Each class names the R condition class it becomes (``r_class``); the R side
-finds them in an exception's cause/context chain with :func:`find_error`.
+Each class names the R condition class it becomes (``r_class``).  An R error
+raised in an R callback reaches Python as an exception that reticulate made
+from the condition (``r_class`` and the fields attached); the R side finds
+either kind in an exception's cause/context chain with :func:`find_error`
+and signals the R condition again.
 """
 
 
@@ -43,33 +46,28 @@ class DtypeError(CustomGradError):
     r_class = "customgrad_error_wrt_dtype"
 
 
-class DeferredOpError(CustomGradError):
-    """A tensor op that R recorded inside ``f`` or ``grad`` failed."""
-
-    r_class = "customgrad_error_op"
-
-
-class RError(CustomGradError):
-    """An R condition raised inside an R callback.
-
-    The condition itself stays in R, stored under ``token``; Python carries
-    only the token and the message, so that the R side can signal the
-    original condition again, class and all.
-    """
-
-    r_class = None
-
-    def __init__(self, token, message):
-        super().__init__(message)
-        self.token = token
+def carries_r_condition(exc):
+    """Whether ``exc`` is an R condition that reticulate turned into a Python
+    exception (it sets ``r_class`` and one attribute per field)."""
+    return not isinstance(exc, CustomGradError) and hasattr(exc, "r_class")
 
 
 def find_error(exc):
-    """Return the first customgrad exception in ``exc``'s chain, or None."""
+    """Return the first exception in ``exc``'s chain that the R side turns
+    back into an R condition (a customgrad error, or an R condition that
+    reticulate carried through Python), or None."""
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, CustomGradError):
+        if isinstance(exc, CustomGradError) or carries_r_condition(exc):
             return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def r_condition_fields(exc):
+    """The fields of the R condition that ``exc`` carries, by name (Python's
+    own attributes, such as the ``__notes__`` JAX adds, left out)."""
+    return {
+        k: v for k, v in vars(exc).items() if k != "r_class" and not k.startswith("__")
+    }

@@ -1,7 +1,7 @@
 """The backend adapters, driven by Python stand-ins for the R callbacks.
 
-Like R's forward callback, a stand-in takes keyword hints (``record=``,
-``released=``) that it may ignore.
+Like R's forward callback, a stand-in takes the keyword hint
+``released=``, which it may ignore.
 """
 
 import threading
@@ -128,16 +128,20 @@ def test_nested_inputs_and_none_gradients():
     np.testing.assert_allclose(gx[2], [0.0, 0.0])
 
 
-def test_an_r_error_from_a_callback_is_raised_with_its_token():
+def test_an_r_condition_from_a_callback_is_found_with_its_fields():
     def forward(x, **hints):
-        return customgrad.RError("42", "f failed")
+        # What reticulate raises for an R error in a callback.
+        exc = RuntimeError("f failed")
+        exc.r_class = ["my_error", "error", "condition"]
+        exc.message = "f failed"
+        raise exc
 
     h = customgrad.custom_gradient(forward)
     with pytest.raises(Exception) as info:
         h(keras.ops.ones((1,)))
     err = customgrad.find_error(info.value)
-    assert isinstance(err, customgrad.RError)
-    assert err.token == "42" and str(err) == "f failed"
+    assert err.r_class == ["my_error", "error", "condition"]
+    assert customgrad.r_condition_fields(err) == {"message": "f failed"}
 
 
 def test_symbolic_inputs_give_output_specs():

@@ -1,5 +1,5 @@
 from customgrad._structure import flatten, unflatten
-from customgrad.errors import GradientCountError, RError, find_error
+from customgrad.errors import GradientCountError, find_error
 
 
 def test_flatten_round_trip_keeps_nesting():
@@ -22,11 +22,11 @@ def test_specs_compare_structure_not_leaves():
 
 
 def test_find_error_walks_the_chain():
-    inner = RError("7", "boom")
+    inner = GradientCountError("boom")
     try:
         try:
             raise inner
-        except RError as exc:
+        except GradientCountError as exc:
             raise ValueError("wrapped") from exc
     except ValueError as outer:
         assert find_error(outer) is inner
