@@ -16,7 +16,7 @@ ALLOWED_NOTES :=
 
 setup: $(SETUP)/python.stamp
 
-$(SETUP)/system.stamp: tools/setup-system.sh
+$(SETUP)/system.stamp: tools/setup-system.sh tools/setup-r-packages.R
 	@mkdir -p $(SETUP)
 	tools/setup-system.sh
 	@touch $@

@@ -93,7 +93,7 @@ call_compiled <- function(state, args, call) {
 }
 
 # An argument of a compiled function: R numbers, arrays and logicals become
-# tensors (r_to_tensor()), lists keep their nesting.
+# tensors (keras3's op_convert_to_tensor()), lists keep their nesting.
 as_compile_input <- function(x, what, call = NULL, nested = FALSE) {
   if (inherits(x, "python.builtin.object")) {
     return(x)
@@ -108,7 +108,7 @@ as_compile_input <- function(x, what, call = NULL, nested = FALSE) {
     ))
   }
   if (is.numeric(x) || is.logical(x)) {
-    return(r_to_tensor(x))
+    return(keras3::op_convert_to_tensor(x))
   }
   abort_customgrad(
     c(

@@ -35,10 +35,11 @@
 #'   those variables and returns `list(input_gradients, variable_gradients)`.
 #'
 #' Inputs that are not tensors (R numbers and arrays) become tensors through
-#' keras3's [keras3::op_convert_to_tensor()]: R doubles of Keras' float type
-#' ([keras3::config_floatx()], `"float32"` unless changed), the same on
-#' every backend; integers and logicals as keras3 converts them. For another
-#' dtype, pass a tensor (`op_convert_to_tensor(x, "float64")`). Inside `f` and `grad`, use keras3's `op_*()` functions and R
+#' keras3's [keras3::op_convert_to_tensor()], with the dtypes keras3 gives
+#' them. On TensorFlow and PyTorch that makes an R vector or array of
+#' doubles `float64` but an R number `float32`, and TensorFlow refuses to
+#' mix the two in one operation: pass tensors of one dtype
+#' (`op_convert_to_tensor(x, "float32")`) when `f` combines such inputs. Inside `f` and `grad`, use keras3's `op_*()` functions and R
 #' arithmetic on tensors.
 #'
 #' @section When R runs:
@@ -193,7 +194,8 @@ custom_gradient_callable <- function(state) {
   fn
 }
 
-# An input as a tensor (see r_to_tensor()); lists stay lists (nested inputs).
+# An input as a tensor with the dtype keras3's op_convert_to_tensor() gives
+# it; lists stay lists (nested inputs).
 as_python_input <- function(x) {
   if (inherits(x, "python.builtin.object")) {
     return(x)
@@ -202,22 +204,9 @@ as_python_input <- function(x) {
     return(lapply(x, as_python_input))
   }
   if (is.atomic(x)) {
-    return(r_to_tensor(x))
+    return(keras3::op_convert_to_tensor(x))
   }
   x
-}
-
-# An R vector, matrix or array as a tensor, through keras3's
-# op_convert_to_tensor(): doubles of keras3's float type (config_floatx(),
-# as keras3's layers and its op_*() on R vectors make them) on every
-# backend, integers and logicals as keras3 converts them. (keras3's
-# op_convert_to_tensor() alone makes an R vector float64 on TensorFlow and
-# torch but an R number float32, which TensorFlow refuses to mix.)
-r_to_tensor <- function(x, dtype = NULL) {
-  if (is.null(dtype) && is.double(x)) {
-    dtype <- keras3::config_floatx()
-  }
-  keras3::op_convert_to_tensor(x, dtype = dtype)
 }
 
 # Called from Python with f's inputs: run f, check its result, and return

@@ -316,7 +316,7 @@ as_tensor_tree <- function(
     if (is.null(dtype)) {
       storage.mode(x) <- "double"
     }
-    return(r_to_tensor(x, dtype = dtype))
+    return(keras3::op_convert_to_tensor(x, dtype = dtype))
   }
   abort_customgrad(
     c(

@@ -11,7 +11,7 @@
 #'   `"torch"`.
 #' @param python The Python used to create the environment. By default
 #'   Debian's `/usr/bin/python3.11` where it exists, else `python3` on the
-#'   `PATH`. reticulate before 1.38 needs Python older than 3.12.
+#'   `PATH`.
 #' @param envname Where to create the environment.
 #' @param extra_packages More pip requirements to install, such as `"pytest"`.
 #' @param force Reinstall even if the environment looks complete.
@@ -120,16 +120,6 @@ check_python_version <- function(python, call = rlang::caller_env()) {
   if (is.na(version) || version < "3.9") {
     abort_customgrad(
       "{.file {python}} must be Python 3.9 or newer; it is {if (is.na(version)) 'not a working Python' else as.character(version)}.",
-      class = "python_version",
-      call = call
-    )
-  }
-  if (version >= "3.12" && utils::packageVersion("reticulate") < "1.38") {
-    abort_customgrad(
-      c(
-        "{.file {python}} is Python {version}, which reticulate {utils::packageVersion('reticulate')} can't run.",
-        "i" = "Use Python 3.11 (Debian: {.file /usr/bin/python3.11}) or reticulate 1.38 or newer."
-      ),
       class = "python_version",
       call = call
     )

@@ -42,16 +42,22 @@ tensor_Ops <- function(e1, e2) {
       "!" = call_op("logical_not", e1)
     ))
   }
-  call_op(ops_binary[[.Generic]], as_operand(e1), as_operand(e2))
+  call_op(ops_binary[[.Generic]], as_operand(e1, e2), as_operand(e2, e1))
 }
 
-# An R operand: a number goes to Python as a number (Keras keeps the
-# tensor's dtype); vectors and arrays become tensors (r_to_tensor()).
-as_operand <- function(x) {
-  if (is.atomic(x) && length(x) > 1L) {
-    return(r_to_tensor(x))
+# An R operand of a tensor: a number goes to Python as a number (Keras keeps
+# the tensor's dtype); a vector or array becomes a tensor, of the tensor's
+# dtype when both are floating (as tensorflow R does for TensorFlow
+# tensors), else as keras3's op_convert_to_tensor() makes it.
+as_operand <- function(x, tensor) {
+  if (!is.atomic(x) || length(x) <= 1L) {
+    return(x)
   }
-  x
+  dtype <- if (is.double(x)) tensor_dtype(tensor)
+  if (!is.null(dtype) && !startsWith(dtype, "float")) {
+    dtype <- NULL
+  }
+  keras3::op_convert_to_tensor(x, dtype = dtype)
 }
 
 # --- Math --------------------------------------------------------------------
@@ -114,22 +120,40 @@ tensor_Math <- function(x, ...) {
     sinpi = ,
     tanpi = return(call_op(name, call_op("multiply", x, pi))),
     # R's cumulative functions run over the elements in R's (column-major)
-    # order, whatever the shape.
+    # order, whatever the shape, and keep a float dtype (Keras' torch
+    # cumsum() makes float64 float32).
     cumsum = ,
-    cumprod = return(
-      call_op(name, call_op("reshape", call_op("transpose", x), -1L))
-    )
+    cumprod = return(keep_float_dtype(call_op(name, column_major(x)), x))
   )
   call_op(name, x)
 }
 
 # --- Summary and mean() ------------------------------------------------------
 
+# `y` cast to `x`'s dtype where both are floating and they differ.
+keep_float_dtype <- function(y, x) {
+  dtype <- tensor_dtype(x)
+  if (startsWith(dtype, "float") && !identical(tensor_dtype(y), dtype)) {
+    y <- call_op("cast", y, dtype)
+  }
+  y
+}
+
+# The elements of a tensor as a vector in R's (column-major) order.
+column_major <- function(x) {
+  rank <- length(tensor_shape(x))
+  if (rank > 1L) {
+    # Axes given: transpose() without them is torch's deprecated x.T.
+    x <- call_op("transpose", x, as.list(rev(seq_len(rank) - 1L)))
+  }
+  call_op("reshape", x, -1L)
+}
+
 tensor_Summary <- function(..., na.rm = FALSE) {
   # na.rm is accepted for compatibility and ignored: tensors have no NA.
   parts <- lapply(list(...), function(x) {
     if (!inherits(x, "python.builtin.object")) {
-      x <- r_to_tensor(x)
+      x <- keras3::op_convert_to_tensor(x)
     }
     if (.Generic == "range") {
       return(list(call_op("min", x), call_op("max", x)))
@@ -137,8 +161,14 @@ tensor_Summary <- function(..., na.rm = FALSE) {
     call_op(.Generic, x)
   })
   if (.Generic == "range") {
-    low <- Reduce(function(a, b) call_op("minimum", a, b), lapply(parts, `[[`, 1))
-    high <- Reduce(function(a, b) call_op("maximum", a, b), lapply(parts, `[[`, 2))
+    low <- Reduce(
+      function(a, b) call_op("minimum", a, b),
+      lapply(parts, `[[`, 1)
+    )
+    high <- Reduce(
+      function(a, b) call_op("maximum", a, b),
+      lapply(parts, `[[`, 2)
+    )
     return(call_op("stack", list(low, high)))
   }
   combine <- switch(
@@ -178,9 +208,28 @@ tensor_as_integer <- function(x, ...) tensor_as_vector(x, "integer")
 tensor_as_logical <- function(x, ...) tensor_as_vector(x, "logical")
 tensor_as_matrix <- function(x, ...) as.matrix(tensor_values(x), ...)
 
-# R-style subsetting: 1-based, missing dimensions, logical masks (keras3).
-tensor_subset <- function(x, ...) {
-  keras3::op_subset(x, ...)
+# R-style subsetting: 1-based, missing dimensions, logical masks (keras3's
+# op_subset()). `drop = FALSE` keeps the dimensions R would keep: the
+# result is reshaped to the lengths R's `[` selects along each axis.
+tensor_subset <- function(x, ..., drop = TRUE) {
+  out <- keras3::op_subset(x, ...)
+  if (isTRUE(drop)) {
+    return(out)
+  }
+  index <- rlang::dots_list(..., .ignore_empty = "none", .preserve_empty = TRUE)
+  dims <- tensor_shape(x)
+  if (length(index) != length(dims) || anyNA(dims)) {
+    return(out)
+  }
+  kept <- vapply(
+    seq_along(dims),
+    function(k) {
+      i <- index[[k]]
+      if (rlang::is_missing(i)) dims[[k]] else length(seq_len(dims[[k]])[i])
+    },
+    1L
+  )
+  call_op("reshape", out, as.list(kept))
 }
 
 # --- Printing ----------------------------------------------------------------

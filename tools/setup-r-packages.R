@@ -54,9 +54,14 @@ local_repo <- function(sources) {
   tarballs <- list.files(sources, pattern = "\\.tar\\.gz$", full.names = TRUE)
   if (length(tarballs) == 0) {
     stop(
-      "No source packages (*.tar.gz) in ", sources, ", and CRAN (", cran,
+      "No source packages (*.tar.gz) in ",
+      sources,
+      ", and CRAN (",
+      cran,
       ") does not answer. Set CUSTOMGRAD_R_SOURCES to a directory of ",
-      "source packages holding ", paste(missing, collapse = ", "), ".",
+      "source packages holding ",
+      paste(missing, collapse = ", "),
+      ".",
       call. = FALSE
     )
   }
@@ -73,16 +78,25 @@ if (cran_answers(cran)) {
   message("Installing ", paste(missing, collapse = ", "), " from ", cran)
 } else {
   here <- tryCatch(
-    dirname(normalizePath(sub("^--file=", "", grep(
-      "^--file=", commandArgs(FALSE), value = TRUE
-    )))),
+    dirname(normalizePath(sub(
+      "^--file=",
+      "",
+      grep(
+        "^--file=",
+        commandArgs(FALSE),
+        value = TRUE
+      )
+    ))),
     error = function(e) "tools"
   )
   default <- file.path(dirname(here), "..", "shared", "compat")
   sources <- Sys.getenv("CUSTOMGRAD_R_SOURCES", default)
   message(
-    "CRAN (", cran, ") does not answer: installing ",
-    paste(missing, collapse = ", "), " from the source packages in ",
+    "CRAN (",
+    cran,
+    ") does not answer: installing ",
+    paste(missing, collapse = ", "),
+    " from the source packages in ",
     normalizePath(sources, mustWork = FALSE)
   )
   repo <- local_repo(sources)
@@ -100,14 +114,25 @@ withCallingHandlers(
 # Check in a new process, where the new versions are the ones found first.
 check <- system2(
   file.path(R.home("bin"), "Rscript"),
-  c("-e", shQuote(paste0(
-    "req <- c(", paste0(names(required), " = '", required, "'", collapse = ", "),
-    "); for (p in names(req)) { v <- packageVersion(p); ",
-    "cat(sprintf('  %-11s %s  (%s)\\n', p, v, dirname(find.package(p)))); ",
-    "if (v < req[[p]]) stop(p, ' ', v, ' is found first; customgrad needs ', ",
-    "req[[p]], ' or newer: remove it or put ', '", lib, "', ' first in .libPaths()') }"
-  )))
+  c(
+    "-e",
+    shQuote(paste0(
+      "req <- c(",
+      paste0(names(required), " = '", required, "'", collapse = ", "),
+      "); for (p in names(req)) { v <- packageVersion(p); ",
+      "cat(sprintf('  %-11s %s  (%s)\\n', p, v, dirname(find.package(p)))); ",
+      "if (v < req[[p]]) stop(p, ' ', v, ' is found first; customgrad needs ', ",
+      "req[[p]], ' or newer: remove it or put ', '",
+      lib,
+      "', ' first in .libPaths()') }"
+    ))
+  )
 )
 if (!install_ok || check != 0) {
-  stop("Installing ", paste(missing, collapse = ", "), " failed (see above).", call. = FALSE)
+  stop(
+    "Installing ",
+    paste(missing, collapse = ", "),
+    " failed (see above).",
+    call. = FALSE
+  )
 }

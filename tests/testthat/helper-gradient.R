@@ -35,7 +35,9 @@ expect_tensor <- function(object, expected, tolerance = 1e-6) {
   testthat::expect_true(inherits(object, "python.builtin.object"))
   # as.array() first: tensorflow R's as.vector() method fails on TF tensors.
   actual <- as.array(object)
-  if (is.null(dim(expected))) actual <- as.vector(actual)
+  if (is.null(dim(expected))) {
+    actual <- as.vector(actual)
+  }
   testthat::expect_equal(actual, expected, tolerance = tolerance)
 }
 

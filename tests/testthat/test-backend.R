@@ -28,7 +28,9 @@ test_that("keras3's use_backend() chooses the backend customgrad uses", {
     function(backend) {
       library(customgrad)
       use_backend(backend)
-      h <- op_custom_gradient(function(x) list(x * 2, function(upstream) upstream * 2))
+      h <- op_custom_gradient(function(x) {
+        list(x * 2, function(upstream) upstream * 2)
+      })
       y <- h(1)
       list(
         backend = config_backend(),
@@ -42,6 +44,8 @@ test_that("keras3's use_backend() chooses the backend customgrad uses", {
   )
   expect_identical(got$backend, backend)
   expect_identical(got$value, 2)
-  module <- c(tensorflow = "tensorflow", jax = "jax", torch = "torch")[[backend]]
+  module <- c(tensorflow = "tensorflow", jax = "jax", torch = "torch")[[
+    backend
+  ]]
   expect_true(any(startsWith(got$class, module)))
 })

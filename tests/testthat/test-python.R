@@ -92,7 +92,9 @@ test_that("with no Python to use, an error says how to get one; nothing is downl
 
 test_that("tensors handed to R are collected once their bytes pass the threshold", {
   skip_if_no_backend()
-  h <- op_custom_gradient(function(x) list(x * 2, function(upstream) upstream * 2))
+  h <- op_custom_gradient(function(x) {
+    list(x * 2, function(upstream) upstream * 2)
+  })
   h(0)
   memory <- reticulate::import("customgrad._memory", convert = FALSE)
   collected <- 0
