@@ -33,8 +33,8 @@
 #' @param f A function of tensors that returns a tensor or a (nested) list of
 #'   tensors.
 #' @returns A function with the arguments of `f`. Its arguments are tensors,
-#'   R numbers, arrays or logicals (converted to tensors: doubles to Keras'
-#'   float type, integers to `"int32"`), or nested lists of these; it returns
+#'   R numbers, arrays or logicals (converted to tensors like the inputs of
+#'   [op_custom_gradient()]), or nested lists of these; it returns
 #'   what `f` returns, as tensors.
 #' @seealso [op_grad()]; `vignette("gradients")`.
 #' @export
@@ -93,7 +93,7 @@ call_compiled <- function(state, args, call) {
 }
 
 # An argument of a compiled function: R numbers, arrays and logicals become
-# tensors (keras3's op_convert_to_tensor()), lists keep their nesting.
+# tensors (r_to_tensor()), lists keep their nesting.
 as_compile_input <- function(x, what, call = NULL, nested = FALSE) {
   if (inherits(x, "python.builtin.object")) {
     return(x)
@@ -108,7 +108,7 @@ as_compile_input <- function(x, what, call = NULL, nested = FALSE) {
     ))
   }
   if (is.numeric(x) || is.logical(x)) {
-    return(keras3::op_convert_to_tensor(x))
+    return(r_to_tensor(x))
   }
   abort_customgrad(
     c(

@@ -35,11 +35,13 @@
 #'   those variables and returns `list(input_gradients, variable_gradients)`.
 #'
 #' Inputs that are not tensors (R numbers and arrays) become tensors through
-#' keras3's [keras3::op_convert_to_tensor()], with the dtypes keras3 gives
-#' them. On TensorFlow and PyTorch that makes an R vector or array of
-#' doubles `float64` but an R number `float32`, and TensorFlow refuses to
-#' mix the two in one operation: pass tensors of one dtype
-#' (`op_convert_to_tensor(x, "float32")`) when `f` combines such inputs. Inside `f` and `grad`, use keras3's `op_*()` functions and R
+#' keras3's [keras3::op_convert_to_tensor()], with the dtype keras3 gives an
+#' R vector of doubles (`float64` on TensorFlow and PyTorch, `float32` on
+#' JAX) for every R double, numbers included, so that the inputs of one call
+#' agree (keras3 alone makes an R number `float32`, and TensorFlow refuses
+#' to mix `float32` and `float64`). R integers and logicals become `int32`
+#' and `bool` tensors. For another dtype, pass a tensor:
+#' `h(op_convert_to_tensor(x, "float32"))`. Inside `f` and `grad`, use keras3's `op_*()` functions and R
 #' arithmetic on tensors.
 #'
 #' @section When R runs:
@@ -88,7 +90,8 @@
 #'   `vignette("custom-gradients")`, `vignette("gradients")`.
 #' @export
 #' @examplesIf customgrad::backend_available()
-#' # log(1 + exp(x)), stable at x = 100 where the naive gradient is NaN.
+#' # log(1 + exp(x)), with a gradient that stays 1 for large x, where the
+#' # naive one is NaN (past x = 88 in float32).
 #' log1pexp <- op_custom_gradient(\(x) {
 #'   e <- op_exp(x)
 #'   grad <- function(..., upstream = NULL) {
@@ -194,8 +197,7 @@ custom_gradient_callable <- function(state) {
   fn
 }
 
-# An input as a tensor with the dtype keras3's op_convert_to_tensor() gives
-# it; lists stay lists (nested inputs).
+# An input as a tensor (r_to_tensor()); lists stay lists (nested inputs).
 as_python_input <- function(x) {
   if (inherits(x, "python.builtin.object")) {
     return(x)
@@ -204,9 +206,21 @@ as_python_input <- function(x) {
     return(lapply(x, as_python_input))
   }
   if (is.atomic(x)) {
-    return(keras3::op_convert_to_tensor(x))
+    return(r_to_tensor(x))
   }
   x
+}
+
+# An R value as a tensor, through keras3's op_convert_to_tensor(). R doubles
+# all get the dtype keras3 gives an R vector of doubles (float64 on
+# TensorFlow and PyTorch, float32 on JAX), R numbers included: keras3 alone
+# would make an R number float32, and TensorFlow refuses to mix the two in
+# one operation.
+r_to_tensor <- function(x, dtype = NULL) {
+  if (is.null(dtype) && is.double(x) && length(x) == 1L && is.null(dim(x))) {
+    x <- reticulate::import("numpy", convert = FALSE)$asarray(x) # 0-d array
+  }
+  keras3::op_convert_to_tensor(x, dtype = dtype)
 }
 
 # Called from Python with f's inputs: run f, check its result, and return

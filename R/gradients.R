@@ -10,7 +10,8 @@
 #' @section Arguments and results:
 #' `g <- op_grad(f, wrt)` has the arguments of `f`. The arguments `wrt`
 #' refers to (by position, 1-based, as `f` is called) are tensors, R numbers
-#' or arrays (converted to tensors of Keras' float type), or nested lists of
+#' or arrays (converted to tensors like the inputs of
+#' [op_custom_gradient()], integers as doubles), or nested lists of
 #' these; the other arguments reach `f` unchanged. The gradient of an
 #' argument has its shape and nesting: a list `list(w = ..., b = ...)` gets
 #' a gradient `list(w = ..., b = ...)`. With several `wrt`, `g()` returns a
@@ -289,8 +290,8 @@ is_tensor_tree <- function(x) {
 }
 
 # Tensors for the leaves of `x`: R numbers and arrays become tensors of
-# `dtype`, by default Keras' float type (integers too: they are to be
-# differentiated); tensors stay as they are. Lists keep names and nesting.
+# `dtype`, by default r_to_tensor()'s for doubles (integers too: they are
+# to be differentiated); tensors stay as they are. Lists keep names and nesting.
 # `what` names `x` in the error, such as "Argument `x`".
 as_tensor_tree <- function(
   x,
@@ -316,7 +317,7 @@ as_tensor_tree <- function(
     if (is.null(dtype)) {
       storage.mode(x) <- "double"
     }
-    return(keras3::op_convert_to_tensor(x, dtype = dtype))
+    return(r_to_tensor(x, dtype = dtype))
   }
   abort_customgrad(
     c(

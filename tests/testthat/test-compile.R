@@ -48,9 +48,7 @@ test_that("op_compile() keeps nested lists, names and argument names", {
     list(z = sin(x) * p$scale, a = p$shift, both = list(x, p$shift))
   }
   fc <- op_compile(f)
-  # Vectors: keras3 makes an R vector float64 but an R number float32 on
-  # TensorFlow, which doesn't mix them.
-  p <- list(scale = c(2, 2), shift = c(1, 2))
+  p <- list(scale = 2, shift = c(1, 2))
   out <- fc(c(0.5, 1), p)
   expect_named(out, c("z", "a", "both"))
   expect_tensor(out$z, 2 * sin(c(0.5, 1)), tolerance = 1e-6)

@@ -135,7 +135,7 @@ test_that("nested inputs: the gradient mirrors their structure", {
   expect_values(g[[1]][[2]], 2)
 })
 
-test_that("R numbers and arrays become tensors as keras3 converts them", {
+test_that("R numbers and arrays become tensors of the dtype keras3 gives R vectors", {
   skip_if_no_backend()
   got <- NULL
   h <- op_custom_gradient(function(x) {
@@ -143,7 +143,13 @@ test_that("R numbers and arrays become tensors as keras3 converts them", {
     tuple(x * 2, function(upstream) upstream * 2)
   })
   expect_tensor(h(1.5), 3)
-  expect_identical(op_dtype(got), op_dtype(op_convert_to_tensor(1.5)))
+  # An R number too, so that numbers and vectors mix on TensorFlow.
+  expect_identical(op_dtype(got), op_dtype(op_convert_to_tensor(c(1.5, 2))))
+  expect_length(op_shape(got), 0) # still a scalar
+  two <- op_custom_gradient(function(x, s) {
+    tuple(x * s, function(upstream) list(upstream * s, sum(upstream * x)))
+  })
+  expect_tensor(two(c(1, 2), 10), c(10, 20))
   m <- matrix(c(1, 2, 3, 4, 5, 6), 2)
   expect_equal(as.array(h(m)), m * 2)
   expect_identical(dim(as.array(got)), c(2L, 3L))

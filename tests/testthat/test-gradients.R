@@ -39,9 +39,7 @@ test_that("several wrt give a named list; nested arguments are mirrored", {
   skip_if_no_backend()
   loss <- function(x, p) sum(p$w * x^2) + p$b[[1]] * p$b[[2]]
   x <- c(1, 2)
-  # 1-d arrays, not numbers: keras3 makes R vectors float64 but R numbers
-  # float32 on TensorFlow, which doesn't mix them.
-  p <- list(w = c(3, 4), b = list(array(5), array(6)))
+  p <- list(w = c(3, 4), b = list(5, 6))
   gp <- op_grad(loss, wrt = 2)(x, p)
   expect_named(gp, c("w", "b"))
   expect_tensor(gp$w, x^2)
@@ -80,8 +78,10 @@ test_that("the gradient of a custom gradient is the custom one", {
     op_grad(function(x) sum(log1pexp(x)))(c(-1, 0, 1)),
     plogis(c(-1, 0, 1))
   )
+  # exp(1000) overflows in float32 and float64 alike.
   naive <- function(x) log(1 + exp(x))
-  expect_true(is.nan(grad_values(op_grad(naive)(100))))
+  expect_true(is.nan(grad_values(op_grad(naive)(1000))))
+  expect_tensor(op_grad(log1pexp)(1000), 1)
   # A wrong rule gives a wrong gradient: op_grad() uses the rule as given.
   expect_tensor(op_grad(new_custom_sin(right = FALSE))(1), sin(1))
 })
