@@ -1,7 +1,4 @@
 .onLoad <- function(libname, pkgname) {
-  # tensorflow R's methods for TensorFlow tensors first (keras3 loads it
-  # too), so that register_tensor_methods() sees and keeps them.
-  loadNamespace("tensorflow")
   register_python_module()
   register_tensor_methods()
 }

@@ -106,7 +106,7 @@ add_rows <- function(mode, n, times, per_step_calls) {
   }
 }
 # Calls from Python into R: the pass-through's f and grad are each one;
-# customgrad counts its own (grad may run inside f's call, recorded ahead).
+# customgrad counts its own.
 bridge <- reticulate::import("customgrad._bridge", convert = FALSE)
 callbacks <- function(impl) {
   switch(
@@ -173,8 +173,8 @@ utils::write.csv(
 # --- where an eager step's time goes --------------------------------------
 # The same R harness around: a plain Python function (the harness alone),
 # a custom gradient whose f and grad do nothing (customgrad's fixed cost:
-# the call, one callback, the adapter), and the README example (plus its
-# recorded ops); pure Python for scale. Interleaved like the steps.
+# the call, one callback, the adapter), and the README example; pure Python
+# for scale. Interleaved like the steps.
 plain_h_py <- reticulate::py_eval("lambda x: x * 1", convert = FALSE)
 breakdown_impls <- list(
   python = NULL,
@@ -215,7 +215,9 @@ utils::write.csv(
 )
 cat(sprintf("%s breakdown done\n", backend))
 
-# --- per-op cost: wrappers and arithmetic vs the cached Python callable -----
+# --- per-op cost: what an R user calls vs the cached Python callable --------
+# `op_exp()` is keras3's; `x + 1` is tensorflow R's method on TensorFlow and
+# customgrad's on JAX and PyTorch (the column keeps the name "customgrad").
 x <- py_call(ref$make_input, 1)
 x <- py_call(keras$ops$stop_gradient, x)
 k_exp <- reticulate::py_get_attr(

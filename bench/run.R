@@ -142,9 +142,9 @@ ops_wide <- stats::reshape(
 lines <- c(
   lines,
   "",
-  "Per-op cost at n = 1, µs (target: customgrad at most 1.2x the cached callable):",
+  "Per-op cost at n = 1, µs, of what an R user writes: keras3's `op_exp()`, and `x + 1` through tensorflow R's method (TensorFlow) or customgrad's (JAX, PyTorch); target: at most 1.2x the cached callable:",
   "",
-  "| backend | op | cached Python callable | customgrad | ratio | `keras$ops$...` with conversion |",
+  "| backend | op | cached Python callable | R user's call | ratio | `keras$ops$...` with conversion |",
   "|---|---|---|---|---|---|"
 )
 for (i in seq_len(nrow(ops_wide))) {

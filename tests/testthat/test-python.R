@@ -34,6 +34,33 @@ test_that("customgrad and keras3 share customgrad's Python environment", {
   expect_match(got$forced, "customgrad", fixed = TRUE)
 })
 
+test_that("customgrad's environment is chosen before keras3's r-keras", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  skip_if(!file.exists("/usr/bin/python3.11"), "no /usr/bin/python3.11")
+  home <- withr::local_tempdir()
+  # An r-keras environment without Keras, where keras3 would look first.
+  status <- system2(
+    "/usr/bin/python3.11",
+    c("-m", "venv", "--without-pip", file.path(home, "r-keras"))
+  )
+  expect_identical(status, 0L)
+  python <- callr::r(
+    function() {
+      Sys.unsetenv(c("RETICULATE_PYTHON", "VIRTUAL_ENV"))
+      library(customgrad)
+      op_exp(0)
+      reticulate::py_config()$python
+    },
+    libpath = .libPaths(),
+    env = c(callr::rcmd_safe_env(), WORKON_HOME = home)
+  )
+  expect_identical(
+    normalizePath(python),
+    normalizePath(file.path(python_env_path(), "bin", "python"))
+  )
+})
+
 test_that("RETICULATE_PYTHON wins, and Python without Keras is a classed error", {
   skip_if_no_callr()
   bare <- "/usr/bin/python3.11"

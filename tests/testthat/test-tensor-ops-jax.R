@@ -1,7 +1,7 @@
 # JAX only: tensors inside jax$jit() (op_compile()) are tracers.
 
 test_that("a traced JAX tensor prints as symbolic and has no R value", {
-  skip_if_no_backend()
+  skip_unless_backend("jax")
   x <- op_convert_to_tensor(c(1, 2, 3))
   printed <- NULL
   shape <- NULL
