@@ -54,8 +54,9 @@ customgrad_py <- function(call = rlang::caller_env()) {
     memory <- reticulate::import("customgrad._memory", convert = FALSE)
     threshold <- getOption("customgrad.gc_threshold_mb", 128) * 2^20
     memory$set_collector(r_callback(collect_garbage), threshold)
-    bridge <- reticulate::import("customgrad._bridge", convert = FALSE)
+    bridge <- reticulate::import("customgrad._bridge", convert = TRUE)
     bridge$set_grad_runner(r_callback(run_grad))
+    the$bridge <- bridge
     the$py_ready <- TRUE
   }
   the$py_module
@@ -127,9 +128,15 @@ python_reason <- function(config) {
   forced
 }
 
-# Called from Python when tensors handed to R since the last collection pass
-# customgrad.gc_threshold_mb: R's references are what keeps them alive.
+# Called from Python when tensors handed to R (or the process's memory)
+# grew past customgrad.gc_threshold_mb since the last collection: R's
+# references are what keeps them alive. The grad callbacks Python has
+# dropped go first, so that the values of f they hold are garbage now
+# rather than promoted to an older generation by this collection.
 collect_garbage <- function() {
+  if (!is.null(the$bridge)) {
+    release_grads(the$bridge$take_released())
+  }
   gc(full = FALSE, verbose = FALSE)
   invisible(NULL)
 }

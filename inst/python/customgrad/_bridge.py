@@ -80,13 +80,18 @@ def set_grad_runner(run):
     _grad_runner["run"] = run
 
 
+def take_released():
+    """The handles of R grad callbacks that Python no longer needs."""
+    handles = _released[:]
+    del _released[: len(handles)]
+    return handles
+
+
 def _released_kwargs():
     """``released=`` handles for R's forward, when there are any."""
     if not _released:
         return {}
-    handles = _released[:]
-    del _released[: len(handles)]
-    return {"released": handles}
+    return {"released": take_released()}
 
 
 def call_forward(forward, inputs):

@@ -37,3 +37,29 @@ def test_bytes_are_counted_by_size_and_dtype():
     assert _memory._nbytes(x) == 48
     assert _memory._nbytes(h) == 10
     assert _memory._nbytes([x, {"a": h, "b": (x, 1.5)}]) == 48 + 10 + 48
+
+
+def test_resident_memory_growth_makes_a_collection_due(monkeypatch):
+    calls = []
+    rss = [1_000_000]
+    monkeypatch.setattr(_memory, "_rss", lambda: rss[0])
+    _memory.set_collector(lambda: calls.append(1), 1000)
+    try:
+        _memory.at_boundary()  # takes the baseline
+        rss[0] += 1000
+        _memory.at_boundary()
+        assert calls == []  # grown by the threshold, not past it
+        rss[0] += 1
+        _memory.at_boundary()
+        assert calls == [1]
+        _memory.at_boundary()
+        assert calls == [1]  # the baseline moved to after the collection
+    finally:
+        _memory.set_collector(None, 128 * 2**20)
+
+
+def test_resident_memory_is_read_on_linux():
+    import sys
+
+    if sys.platform.startswith("linux"):
+        assert _memory._rss() > 0
