@@ -6,9 +6,9 @@
 #'
 #' `TRUE` when Python, Keras and the backend's Python module can be found
 #' and Keras is not already running with another backend. Never fails, so it
-#' suits `if ()` guards, examples and vignettes. It starts Python, but not
-#' Keras: choosing the backend with [keras3::use_backend()] afterwards still
-#' works.
+#' suits `if ()` guards, examples and vignettes. It starts Python but
+#' imports neither Keras nor a backend: choosing the backend with
+#' [keras3::use_backend()] afterwards still works.
 #'
 #' @param backend A backend name; by default the one chosen with
 #'   [keras3::use_backend()] (or the `KERAS_BACKEND` environment variable).
@@ -31,10 +31,18 @@ backend_available <- function(backend = backend_name()) {
   tryCatch(
     !is.null(python_choice()) &&
       reticulate::py_available(initialize = TRUE) &&
-      reticulate::py_module_available("keras") &&
-      reticulate::py_module_available(backend_module(backend)),
+      py_module_installed("keras") &&
+      py_module_installed(backend_module(backend)),
     error = function(cnd) FALSE
   )
+}
+
+# Whether Python can import `module`, without importing it
+# (reticulate::py_module_available() imports it, and importing keras would
+# fix the backend before keras3's use_backend() had a say).
+py_module_installed <- function(module) {
+  util <- reticulate::import("importlib.util", convert = TRUE)
+  !is.null(util$find_spec(module))
 }
 
 backend_names <- c("tensorflow", "jax", "torch")
@@ -46,8 +54,8 @@ backend_module <- function(backend) {
 # The backend Keras runs with, or will run with once started: like
 # keras3::config_backend(), but without starting Python.
 backend_name <- function() {
-  keras_backend_in_python() %||%
-    Sys.getenv("KERAS_BACKEND", unset = "tensorflow")
+  chosen <- Sys.getenv("KERAS_BACKEND")
+  keras_backend_in_python() %||% if (nzchar(chosen)) chosen else "tensorflow"
 }
 
 # Keras' backend if some code already imported keras in this Python, else

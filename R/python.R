@@ -97,8 +97,8 @@ python_choice <- function() {
 check_python_modules <- function(call) {
   backend <- backend_name()
   missing <- c(
-    if (!reticulate::py_module_available("keras")) "keras",
-    if (!reticulate::py_module_available(backend_module(backend))) {
+    if (!py_module_installed("keras")) "keras",
+    if (!py_module_installed(backend_module(backend))) {
       backend_module(backend)
     }
   )

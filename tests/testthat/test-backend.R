@@ -20,6 +20,36 @@ test_that("backend_available() is FALSE for another backend once Keras runs", {
   expect_false(backend_available(NA))
 })
 
+test_that("backend_available() doesn't start Keras: use_backend() still works", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  backend <- config_backend()
+  other <- setdiff(c("tensorflow", "jax", "torch"), backend)[[1]]
+  got <- callr::r(
+    function(backend, other) {
+      library(customgrad)
+      available <- c(backend_available(other), backend_available(backend))
+      sys <- reticulate::import("sys")
+      keras_imported <- "keras" %in% names(sys$modules)
+      use_backend(backend)
+      h <- op_custom_gradient(function(x) list(x * 2, function(u) u * 2))
+      list(
+        available = available,
+        keras_imported = keras_imported,
+        backend = config_backend(),
+        value = as.numeric(as.array(h(1)))
+      )
+    },
+    args = list(backend = backend, other = other),
+    libpath = .libPaths(),
+    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = "")
+  )
+  expect_identical(got$available, c(TRUE, TRUE))
+  expect_false(got$keras_imported)
+  expect_identical(got$backend, backend)
+  expect_identical(got$value, 2)
+})
+
 test_that("keras3's use_backend() chooses the backend customgrad uses", {
   skip_if_no_backend()
   skip_if_no_callr()
