@@ -33,9 +33,9 @@
 #' runs, and R does not know how big the tensor is. customgrad runs a minor
 #' `gc()` at the start of a custom-gradient call once, since the last
 #' collection, either the tensors it handed to R (values and gradients
-#' passed to and from custom-gradient functions) or the process's resident
-#' memory (on Linux; it also covers the tensors keras3's `op_*()` hand to R
-#' inside `f` and `grad`) grew past
+#' passed to and from custom-gradient functions) or the process's memory
+#' (on Linux: glibc's bytes in use and the resident set; this covers the
+#' tensors keras3's `op_*()` hand to R inside `f` and `grad`) grew past
 #' `getOption("customgrad.gc_threshold_mb", 128)` megabytes (the bytes
 #' handed to R also at once past four times that). Set the option before the
 #' first customgrad call.

@@ -124,11 +124,15 @@ test_that("tensors handed to R are collected once their bytes pass the threshold
   })
   h(0)
   memory <- reticulate::import("customgrad._memory", convert = FALSE)
-  # Bytes only: the resident-memory trigger (pytest tests it) moves by more
+  # Bytes only: the process-memory trigger (pytest tests it) moves by more
   # than this test's threshold on its own.
-  rss <- reticulate::py_get_attr(memory, "_rss")
-  reticulate::py_set_attr(memory, "_rss", reticulate::py_eval("lambda: None"))
-  withr::defer(reticulate::py_set_attr(memory, "_rss", rss))
+  measure <- reticulate::py_get_attr(memory, "_memory_now")
+  reticulate::py_set_attr(
+    memory,
+    "_memory_now",
+    reticulate::py_eval("lambda: None")
+  )
+  withr::defer(reticulate::py_set_attr(memory, "_memory_now", measure))
   collected <- 0
   memory$set_collector(
     customgrad:::r_callback(function() {

@@ -5,11 +5,16 @@ collector finalises the reference, and R does not know how large the tensor
 behind it is: temporaries made from R (``1 + e``, ``op_exp(x)``) pile up, and
 every new op allocates fresh memory.  So R is asked to collect (a callback
 into R running a minor ``gc()``, a few ms) when, since the last collection,
-either the tensors handed to R through the bridge or the process's resident
-memory have grown past a threshold.  The second covers what the bridge
-never sees: the tensors that keras3's ``op_*()`` functions hand to R inside
-``f`` and ``grad`` (measured on Linux, from ``/proc/self/statm``; elsewhere
-only the bridge's bytes count).
+either the tensors handed to R through the bridge or the memory the
+process has allocated have grown past a threshold.  The second covers what
+the bridge never sees: the tensors that keras3's ``op_*()`` functions hand
+to R inside ``f`` and ``grad``.  Two measures, either of which can make a
+collection due: glibc's count of bytes in use (``mallinfo2()``, ~1 us),
+which falls when R's collection frees tensors (PyTorch's and JAX's CPU
+tensors live there), and the resident set from ``/proc/self/statm``, which
+also sees allocators of their own (TensorFlow's) but stays high on the
+allocator's free lists, so garbage piles up further before it moves.
+Elsewhere only the bridge's bytes count.
 
 Where it collects matters: objects alive during a collection are promoted
 to an older generation that R collects far less often. So passing the
@@ -27,35 +32,71 @@ _state = {
     "threshold": 128 * 2**20,
     "collect": None,
     "collections": 0,
-    "rss_base": None,  # resident bytes after the last collection
+    "memory_base": None,  # _memory_now() after the last collection
 }
 
-try:  # kept open: a pread() of it costs ~1 us
+
+def _glibc_in_use():
+    """A function giving the bytes glibc has handed out, or None."""
+    import ctypes
+    import ctypes.util
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+            )
+        ]  # fmt: skip
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+
+    def in_use():
+        info = mallinfo2()
+        return info.uordblks + info.hblkhd  # heap chunks + mmapped chunks
+
+    return in_use
+
+
+def _statm_rss():
+    """A function giving the resident set in bytes, or None."""
     import os
 
-    _STATM = os.open("/proc/self/statm", os.O_RDONLY)
-    _PAGE = os.sysconf("SC_PAGE_SIZE")
-except (OSError, AttributeError, ValueError):
-    _STATM = None
-
-
-def _rss():
-    """The process's resident bytes, or None where they can't be read."""
-    if _STATM is None:
+    try:  # kept open: a pread() of it costs ~1 us
+        fd = os.open("/proc/self/statm", os.O_RDONLY)
+        page = os.sysconf("SC_PAGE_SIZE")
+    except (OSError, AttributeError, ValueError):
         return None
-    return int(os.pread(_STATM, 64, 0).split()[1]) * _PAGE
+    return lambda: int(os.pread(fd, 64, 0).split()[1]) * page
 
 
-def _rss_grown():
-    """Whether resident memory grew past the threshold since the last
-    collection (the first call only takes the baseline)."""
-    rss = _rss()
-    if rss is None:
+_MEASURES = [m for m in (_glibc_in_use(), _statm_rss()) if m is not None]
+
+
+def _memory_now():
+    """The process's memory by each measure (see above), or None."""
+    if not _MEASURES:
+        return None
+    return [measure() for measure in _MEASURES]
+
+
+def _memory_grew():
+    """Whether memory grew past the threshold by either measure since the
+    last collection (the first call only takes the baseline)."""
+    now = _memory_now()
+    if now is None:
         return False
-    if _state["rss_base"] is None:
-        _state["rss_base"] = rss
+    base = _state["memory_base"]
+    if base is None:
+        _state["memory_base"] = now
         return False
-    return rss - _state["rss_base"] > _state["threshold"]
+    return any(m - b > _state["threshold"] for m, b in zip(now, base))
 
 
 def set_collector(collect, threshold_bytes):
@@ -63,7 +104,7 @@ def set_collector(collect, threshold_bytes):
     _state["collect"] = collect
     _state["threshold"] = int(threshold_bytes)
     _state["bytes"] = 0
-    _state["rss_base"] = None
+    _state["memory_base"] = None
 
 
 def stats():
@@ -81,7 +122,7 @@ def handed_to_r(x):
 
 def at_boundary():
     """Collect now if a collection is due (called where little is alive)."""
-    if _state["bytes"] > _state["threshold"] or _rss_grown():
+    if _state["bytes"] > _state["threshold"] or _memory_grew():
         _collect()
 
 
@@ -91,7 +132,7 @@ def _collect():
     _state["bytes"] = 0
     _state["collections"] += 1
     _state["collect"]()
-    _state["rss_base"] = _rss()
+    _state["memory_base"] = _memory_now()
 
 
 def count_args(args):
