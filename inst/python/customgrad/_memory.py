@@ -11,10 +11,10 @@ the bridge never sees: the tensors that keras3's ``op_*()`` functions hand
 to R inside ``f`` and ``grad``.  Two measures, either of which can make a
 collection due: glibc's count of bytes in use (``mallinfo2()``, ~1 us),
 which falls when R's collection frees tensors (PyTorch's and JAX's CPU
-tensors live there), and the resident set from ``/proc/self/statm``, which
-also sees allocators of their own (TensorFlow's) but stays high on the
-allocator's free lists, so garbage piles up further before it moves.
-Elsewhere only the bridge's bytes count.
+tensors live there); TensorFlow's own allocator's count (~2 us); and the
+resident set from ``/proc/self/statm``, which sees every allocator but
+stays high on their free lists, so garbage piles up further before it
+moves.  Where none can be read, only the bridge's bytes count.
 
 Where it collects matters: objects alive during a collection are promoted
 to an older generation that R collects far less often. So passing the
@@ -76,7 +76,26 @@ def _statm_rss():
     return lambda: int(os.pread(fd, 64, 0).split()[1]) * page
 
 
-_MEASURES = [m for m in (_glibc_in_use(), _statm_rss()) if m is not None]
+def _tensorflow_in_use():
+    """A function giving the bytes TensorFlow's CPU allocator holds, or
+    None (other backends, or no allocator statistics)."""
+    if _BACKEND != "tensorflow":
+        return None
+    import tensorflow as tf
+
+    info = tf.config.experimental.get_memory_info
+    try:
+        info("CPU:0")
+    except (ValueError, RuntimeError):
+        return None
+    return lambda: info("CPU:0")["current"]
+
+
+_MEASURES = [
+    m
+    for m in (_glibc_in_use(), _statm_rss(), _tensorflow_in_use())
+    if m is not None
+]
 
 
 def _memory_now():

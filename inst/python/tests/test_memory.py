@@ -62,6 +62,7 @@ def test_resident_memory_is_read_on_linux():
     import sys
 
     if sys.platform.startswith("linux"):
-        # glibc's bytes in use and the resident set
-        assert len(_memory._memory_now()) == 2
-        assert all(m > 0 for m in _memory._memory_now())
+        # glibc's bytes in use, the resident set (and TensorFlow's count)
+        now = _memory._memory_now()
+        assert len(now) >= 2
+        assert now[0] > 0 and now[1] > 0  # TensorFlow's may be 0
