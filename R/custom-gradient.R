@@ -218,7 +218,9 @@ as_python_input <- function(x) {
 # one operation.
 r_to_tensor <- function(x, dtype = NULL) {
   if (is.null(dtype) && is.double(x) && length(x) == 1L && is.null(dim(x))) {
-    x <- reticulate::import("numpy", convert = FALSE)$asarray(x) # 0-d array
+    the$np_asarray <- the$np_asarray %||%
+      reticulate::import("numpy", convert = FALSE)$asarray
+    x <- the$np_asarray(x) # a 0-d array
   }
   keras3::op_convert_to_tensor(x, dtype = dtype)
 }

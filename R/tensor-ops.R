@@ -189,12 +189,6 @@ tensor_mean <- function(x, ...) {
 
 # --- Shape, conversion, subsetting -------------------------------------------
 
-# Like dim() of a TensorFlow tensor: integer(0) for a scalar, NA for a
-# dimension unknown while tracing.
-tensor_dim <- function(x) {
-  tensor_shape(x)
-}
-
 tensor_length <- function(x) {
   prod(tensor_shape(x))
 }
@@ -286,7 +280,7 @@ tensor_dtype <- function(x) {
 # scalar); a classed error for a symbolic tensor, which has none.
 tensor_values <- function(x, call = rlang::caller_env(2)) {
   values <- tryCatch(
-    reticulate::py_to_r(call_op("convert_to_numpy", x)),
+    keras3::op_convert_to_array(x),
     error = function(cnd) {
       abort_customgrad(
         c(
@@ -316,7 +310,8 @@ tensor_methods <- function() {
     Math = tensor_Math,
     Summary = tensor_Summary,
     mean = tensor_mean,
-    dim = tensor_dim,
+    # like dim() of a TensorFlow tensor: integer(0) for a scalar
+    dim = tensor_shape,
     length = tensor_length,
     as.vector = tensor_as_vector,
     as.double = tensor_as_double,

@@ -111,28 +111,34 @@ withCallingHandlers(
   }
 )
 
-# Check in a new process, where the new versions are the ones found first.
-check <- system2(
-  file.path(R.home("bin"), "Rscript"),
-  c(
-    "-e",
-    shQuote(paste0(
-      "req <- c(",
-      paste0(names(required), " = '", required, "'", collapse = ", "),
-      "); for (p in names(req)) { v <- packageVersion(p); ",
-      "cat(sprintf('  %-11s %s  (%s)\\n', p, v, dirname(find.package(p)))); ",
-      "if (v < req[[p]]) stop(p, ' ', v, ' is found first; customgrad needs ', ",
-      "req[[p]], ' or newer: remove it or put ', '",
-      lib,
-      "', ' first in .libPaths()') }"
-    ))
-  )
-)
-if (!install_ok || check != 0) {
+# Nothing is loaded here, so packageVersion() reads the copy found first on
+# the library path: the one R sessions will load.
+for (pkg in names(required)) {
+  message(sprintf(
+    "  %-11s %s  (%s)",
+    pkg,
+    utils::packageVersion(pkg),
+    dirname(find.package(pkg))
+  ))
+}
+still_missing <- names(required)[
+  !mapply(installed_ok, names(required), required)
+]
+if (!install_ok || length(still_missing) > 0) {
   stop(
     "Installing ",
     paste(missing, collapse = ", "),
-    " failed (see above).",
+    " failed (see above)",
+    if (length(still_missing)) {
+      paste0(
+        "; an older ",
+        paste(still_missing, collapse = ", "),
+        " is found first: remove it or put ",
+        lib,
+        " first in .libPaths()"
+      )
+    },
+    ".",
     call. = FALSE
   )
 }

@@ -223,3 +223,13 @@ python_warnings_during <- function(expr) {
     ""
   )
 }
+
+# --- keras3's model API --------------------------------------------------------
+
+# Dense "below" -> a Lambda layer around `middle` -> dense "above".
+dense_lambda_dense <- function(middle, units) {
+  keras_model_sequential(input_shape = 3) |>
+    layer_dense(units, name = "below") |>
+    layer_lambda(middle) |>
+    layer_dense(1, name = "above")
+}

@@ -42,10 +42,7 @@ test_that("a sequential model with a custom-gradient Lambda layer trains", {
   x <- matrix(runif(64 * 3), 64, 3)
   y <- x %*% c(1, -2, 0.5) + 0.1
   log1pexp <- new_log1pexp()
-  model <- keras_model_sequential(input_shape = 3) |>
-    layer_dense(8) |>
-    layer_lambda(log1pexp) |>
-    layer_dense(1)
+  model <- dense_lambda_dense(log1pexp, units = 8)
   model |> compile(optimizer = optimizer_sgd(0.05), loss = "mse")
   history <- model |> fit(x, y, epochs = 5, batch_size = 16, verbose = 0)
   loss <- history$metrics$loss
@@ -71,10 +68,7 @@ test_that("a zero custom gradient stops training below it, not above it", {
   stop_gradient <- op_custom_gradient(function(x) {
     tuple(x, function(upstream) op_zeros_like(upstream))
   })
-  model <- keras_model_sequential(input_shape = 3) |>
-    layer_dense(4, name = "below") |>
-    layer_lambda(stop_gradient) |>
-    layer_dense(1, name = "above")
+  model <- dense_lambda_dense(stop_gradient, units = 4)
   model |> compile(optimizer = optimizer_sgd(0.1), loss = "mse")
   below_before <- get_weights(get_layer(model, "below"))
   above_before <- get_weights(get_layer(model, "above"))
@@ -100,10 +94,7 @@ test_that("a gradient scaled by 2 doubles the step below it", {
   })
   # One full-batch step of SGD from the same weights.
   one_step <- function(middle, weights = NULL) {
-    model <- keras_model_sequential(input_shape = 3) |>
-      layer_dense(4, name = "below") |>
-      layer_lambda(middle) |>
-      layer_dense(1, name = "above")
+    model <- dense_lambda_dense(middle, units = 4)
     if (!is.null(weights)) {
       set_weights(model, weights)
     }

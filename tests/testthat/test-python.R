@@ -65,20 +65,7 @@ test_that("RETICULATE_PYTHON wins, and Python without Keras is a classed error",
   skip_if_no_callr()
   bare <- "/usr/bin/python3.11"
   skip_if(!file.exists(bare), "no /usr/bin/python3.11")
-  result <- callr::r(
-    function() {
-      library(customgrad)
-      h <- op_custom_gradient(function(x) list(x, function(upstream) upstream))
-      err <- tryCatch(h(0), error = function(e) e)
-      list(
-        class = class(err),
-        message = conditionMessage(err),
-        python = reticulate::py_config()$python
-      )
-    },
-    libpath = .libPaths(),
-    env = c(callr::rcmd_safe_env(), RETICULATE_PYTHON = bare)
-  )
+  result <- first_call_in_fresh_r(RETICULATE_PYTHON = bare)
   expect_identical(result$python, bare)
   expect_true("customgrad_error_python_missing" %in% result$class)
   expect_match(result$message, bare, fixed = TRUE)
@@ -89,26 +76,11 @@ test_that("RETICULATE_PYTHON wins, and Python without Keras is a classed error",
 test_that("with no Python to use, an error says how to get one; nothing is downloaded", {
   skip_if_no_callr()
   empty <- withr::local_tempdir()
-  result <- callr::r(
-    function() {
-      Sys.unsetenv(c("RETICULATE_PYTHON", "VIRTUAL_ENV"))
-      library(customgrad)
-      h <- op_custom_gradient(function(x) list(x, function(upstream) upstream))
-      err <- tryCatch(h(0), error = function(e) e)
-      list(
-        class = class(err),
-        message = conditionMessage(err),
-        started = reticulate::py_available(initialize = FALSE)
-      )
-    },
-    libpath = .libPaths(),
-    env = c(
-      callr::rcmd_safe_env(),
-      R_USER_DATA_DIR = empty,
-      WORKON_HOME = empty
-    ),
-    stdout = file.path(empty, "out.txt"),
-    stderr = file.path(empty, "out.txt")
+  result <- first_call_in_fresh_r(
+    R_USER_DATA_DIR = empty,
+    WORKON_HOME = empty,
+    unset = c("RETICULATE_PYTHON", "VIRTUAL_ENV"),
+    output = file.path(empty, "out.txt")
   )
   expect_true("customgrad_error_python_missing" %in% result$class)
   expect_match(result$message, "install_customgrad()", fixed = TRUE)
