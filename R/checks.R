@@ -59,3 +59,22 @@ check_backend <- function(
   }
   backend
 }
+
+check_trace <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  if (isTRUE(x) || isFALSE(x) || identical(x, "strict")) {
+    return(x)
+  }
+  abort_customgrad(
+    c(
+      "{.arg {arg}} must be {.code TRUE}, {.code FALSE} or {.val strict}.",
+      "x" = "It is {describe_object(x)}."
+    ),
+    class = "trace_arg",
+    call = call
+  )
+}

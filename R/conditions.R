@@ -52,6 +52,9 @@ rethrow_python_error <- function(cnd, call) {
     stop(structure(fields, class = reticulate::py_to_r(r_class)))
   }
   message <- reticulate::py_str(found)
+  if (identical(reticulate::py_to_r(r_class), "customgrad_error_trace")) {
+    abort_trace_strict(message, call = call, python_error = cnd)
+  }
   # The Python error is kept as a field, not chained as the parent: its
   # message is this one again, which printed twice is noise.
   cli::cli_abort(
@@ -59,5 +62,18 @@ rethrow_python_error <- function(cnd, call) {
     class = unique(c(reticulate::py_to_r(r_class), "customgrad_error")),
     call = call,
     python_error = cnd
+  )
+}
+
+abort_trace_strict <- function(reason, call, ...) {
+  abort_customgrad(
+    c(
+      "The custom-gradient function can't be traced, and tracing is strict.",
+      "x" = "{reason}",
+      "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers), or use {.code trace = TRUE} to let R run it at every call."
+    ),
+    class = "trace",
+    call = call,
+    ...
   )
 }

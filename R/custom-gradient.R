@@ -45,14 +45,49 @@
 #' arithmetic on tensors.
 #'
 #' @section When R runs:
-#' On PyTorch and eager TensorFlow, `f` runs at each call and `grad` at each
-#' backward pass. JAX runs `grad` during the forward pass under `jax$grad()`,
-#' on tracers. Inside `tf.function` or `jax$jit()` (and `model$fit()` on
-#' TensorFlow and JAX), R runs only while the function is traced. On
-#' PyTorch, differentiating the gradient again (`create_graph = TRUE`) runs
-#' `f` once more in backward.
-#' R can't run on other threads: a call from a non-main thread (a `tf.data`
-#' map, `tf.py_function`) is an error of class `customgrad_error_thread`.
+#' By default (`trace = TRUE`) R runs `f` and `grad` once per *input
+#' signature*, and never again for calls with that signature: customgrad
+#' calls them on Keras symbolic tensors, records the Keras operations they
+#' perform (keras3's `op_*()`, R arithmetic and math on tensors, operations
+#' on tensors and Keras variables the closure captured) and from then on
+#' runs that recording in Python, on every backend, eagerly and inside
+#' `tf.function`, `jax$jit()` and `model$fit()`. The signature is the
+#' nesting of the inputs and, for each input tensor, its shape, dtype and
+#' kind (eager or symbolic), plus Keras' float type (`config_floatx()`). The
+#' semantics are those of `jax$jit()` and [op_compile()]:
+#'
+#' * R side effects (`cat()`, counters, files) happen while tracing, not at
+#'   every call, and R values that `f` captures are fixed when it is traced.
+#' * Keras variables that `f` captures are read at every call.
+#' * `f` or `grad` that reads a tensor's value in R (`as.numeric()`,
+#'   `as.array()`, `print()`, an `if ()` on a tensor), draws R random
+#'   numbers, or calls something that Keras can't record, can't be traced.
+#'   For that signature R then runs `f` at every call and `grad` at every
+#'   backward pass, as with `trace = FALSE`; a message of class
+#'   `customgrad_message_fallback` says so, once per function. With
+#'   `trace = "strict"` such a function is an error of class
+#'   `customgrad_error_trace` instead.
+#' * A function that is traced again and again (a new input shape at every
+#'   call) keeps only the latest 32 traces (option `customgrad.max_traces`)
+#'   and warns once, with class `customgrad_warning_retrace`.
+#' * Errors in `f` or `grad` are raised at the trace, the first call of a
+#'   signature.
+#'
+#' With `trace = FALSE`, R runs `f` at every call and `grad` at every
+#' backward pass, on the backend's tensors. JAX then runs `grad` during the
+#' forward pass under `jax$grad()`, on tracers; inside `tf.function` or
+#' `jax$jit()`, R runs only while those trace. On PyTorch, differentiating
+#' the gradient again (`create_graph = TRUE`) runs `f` once more in
+#' backward.
+#'
+#' R can't run on other threads: a call that needs R from a non-main thread
+#' (a `tf.data` map, `tf.py_function`) is an error of class
+#' `customgrad_error_thread`. A traced signature needs no R.
+#'
+#' To keep R out of a training loop, hand the function itself to Keras:
+#' `layer_lambda(log1pexp)` runs without R once traced, while
+#' `layer_lambda(\(x) log1pexp(x))` calls the R closure at every step on
+#' PyTorch (on TensorFlow and JAX, `fit()` traces it once either way).
 #'
 #' @section Errors:
 #' An error in `f` or `grad` reaches the caller of `h()` as the original
@@ -84,6 +119,10 @@
 #' backends would reject. `keras3::op_custom_gradient()` still calls keras3's.
 #'
 #' @param f A function of tensors returning `tuple(value, grad)`.
+#' @param trace `TRUE` (the default) to run `f` and `grad` in R once per
+#'   input signature and replay them in Python after that; `FALSE` to run
+#'   them in R at every call; `"strict"` to trace and make a function that
+#'   can't be traced an error. See "When R runs".
 #' @returns A function with the arguments of `f` that returns `f`'s value
 #'   and is differentiated with `grad`.
 #' @seealso [keras3::tuple()], [`%||%`], [gradcheck()], [op_grad()];
@@ -140,10 +179,12 @@
 #'   list(list(x + y, x * y), grad)
 #' })
 #' sum_and_product(2, 3)
-op_custom_gradient <- function(f) {
+op_custom_gradient <- function(f, trace = TRUE) {
   check_function(f)
+  trace <- check_trace(trace)
   state <- new.env(parent = emptyenv())
   state$f <- f
+  state$trace <- trace
   fmls <- formals(args(f)) %||% alist(... = )
   inputs <- lapply(names(fmls), as.symbol)
   body <- rlang::expr(call_custom_gradient(.customgrad_state, list(!!!inputs)))
@@ -189,10 +230,17 @@ custom_gradient_callable <- function(state) {
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     py <- customgrad_py()
     f <- state$f
-    forward <- r_callback(function(..., released = NULL) {
-      custom_gradient_forward(f, list(...), released)
+    forward <- r_callback(function(..., released = NULL, tracing = FALSE) {
+      custom_gradient_forward(f, list(...), released, tracing)
     })
-    fn <- state$py <- py$custom_gradient(forward)
+    fn <- state$py <- py$custom_gradient(
+      forward,
+      trace = !isFALSE(state$trace),
+      strict = identical(state$trace, "strict"),
+      notify = r_callback(function(reason) inform_fallback(f, reason)),
+      warn_retrace = r_callback(function(count) warn_retrace(f, count)),
+      max_traces = max_traces()
+    )
   }
   fn
 }
@@ -227,13 +275,24 @@ r_to_tensor <- function(x, dtype = NULL) {
 
 # Called from Python with f's inputs: run f, check its result, and return
 # the value and the handle of grad's R callback (see run_grad()).
-# `released` are handles Python no longer needs.
-custom_gradient_forward <- function(f, inputs, released = NULL) {
+# `released` are handles Python no longer needs. `tracing`: the inputs are
+# Keras symbolic tensors, and f and grad are being traced (see trace.R).
+custom_gradient_forward <- function(
+  f,
+  inputs,
+  released = NULL,
+  tracing = FALSE
+) {
   release_grads(released)
-  result <- as_f_result(do.call(f, inputs))
+  result <- as_f_result(run_traceable(do.call(f, inputs), tracing))
   grad <- result[[2]]
   convention <- grad_convention(grad)
-  handle <- register_grad(grad_callback(grad, convention, inputs))
+  callback <- grad_callback(grad, convention, inputs)
+  if (tracing) {
+    check_traceable_grad(convention)
+    callback <- traced_callback(callback)
+  }
+  handle <- register_grad(callback)
   list(result[[1]], handle)
 }
 
@@ -372,6 +431,18 @@ grad_callback <- function(grad, convention, inputs) {
       args$variables <- variables
     }
     do.call(grad, args)
+  }
+}
+
+# TensorFlow gives `variables` only to a gradient function that runs at
+# backward time: a traced grad can't return variable gradients.
+check_traceable_grad <- function(convention) {
+  if (convention$variables && identical(backend_name(), "tensorflow")) {
+    abort_customgrad(
+      "Its gradient function takes {.arg variables}, which TensorFlow gives only to a gradient function that R runs.",
+      class = "trace_read",
+      call = NULL
+    )
   }
 }
 

@@ -24,9 +24,15 @@
 #' way it asks, and turns failures into classed R conditions. The Python
 #' module in `inst/python/customgrad` knows the backends: one adapter per
 #' backend (`tf.custom_gradient`, `jax.custom_gradient`, and the package's
-#' own `torch.autograd.Function`) calls R's `f` in the forward pass and
-#' `grad` in the backward pass, and checks the gradients R returns before
-#' the backend sees them.
+#' own `torch.autograd.Function`), all behind one interface. For each new
+#' input signature, R runs `f` and `grad` once on Keras symbolic tensors;
+#' Python compiles the Keras operations they recorded into two flat lists
+#' of backend calls (forward, and backward from the upstream gradient) and
+#' runs those for every later call with that signature, so that R runs only
+#' while tracing (see "When R runs" in [op_custom_gradient()]). A function
+#' that can't be traced calls R's `f` in the forward pass and `grad` in the
+#' backward pass. Either way the gradients are checked before the backend
+#' sees them.
 #'
 #' @section Memory:
 #' A tensor referenced from R is released only when R's garbage collector
@@ -42,6 +48,8 @@
 #'
 #' @section Options:
 #' * `customgrad.gc_threshold_mb`: see "Memory" above.
+#' * `customgrad.max_traces`: the most traces one custom-gradient function
+#'   keeps (default 32); see "When R runs" in [op_custom_gradient()].
 #'
 #' @keywords internal
 "_PACKAGE"

@@ -15,6 +15,11 @@ register_tensor_methods <- function() {
       register_if_missing(generic, class, methods[[generic]])
     }
   }
+  # Keras symbolic tensors, which f and grad get while traced (trace.R).
+  kt_methods <- keras_tensor_methods()
+  for (generic in names(kt_methods)) {
+    register_if_missing(generic, keras_tensor_class, kt_methods[[generic]])
+  }
   # tensorflow R has Math methods one by one (sin(), exp(), ...) but none
   # for tanh(), cosh(), trunc(), cumsum() and the like: the Math group
   # method fills only those gaps.

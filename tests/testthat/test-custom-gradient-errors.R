@@ -80,17 +80,8 @@ test_that("a gradient of the wrong shape is a classed error naming both shapes",
   )
 })
 
-test_that("R is never entered from a non-main Python thread", {
-  skip_if_no_backend()
-  calls <- 0
-  h <- op_custom_gradient(function(x) {
-    calls <<- calls + 1
-    tuple(x, function(upstream) upstream)
-  })
-  h(1)
-  calls <- 0
-  py_h <- environment(h)$.customgrad_state$py
-  run_in_thread <- reticulate::py_run_string(
+run_in_thread <- function(fn, x) {
+  run <- reticulate::py_run_string(
     "
 import threading
 def run_in_thread(fn, x):
@@ -107,8 +98,37 @@ def run_in_thread(fn, x):
 ",
     convert = FALSE
   )$run_in_thread
-  err <- reticulate::py_call(run_in_thread, py_h, 1)
+  reticulate::py_call(run, fn, x)
+}
+
+test_that("R is never entered from a non-main Python thread", {
+  skip_if_no_backend()
+  calls <- 0
+  h <- op_custom_gradient(
+    function(x) {
+      calls <<- calls + 1
+      tuple(x, function(upstream) upstream)
+    },
+    trace = FALSE
+  )
+  h(1)
+  calls <- 0
+  err <- run_in_thread(environment(h)$.customgrad_state$py, 1)
   expect_identical(calls, 0)
   expect_true(inherits(err, "customgrad.errors.ThreadError"))
   expect_match(reticulate::py_str(err), "non-main Python thread")
+})
+
+test_that("a signature traced on the main thread runs on other threads", {
+  skip_if_no_backend()
+  calls <- 0
+  h <- op_custom_gradient(function(x) {
+    calls <<- calls + 1
+    tuple(x * 2, function(upstream) upstream * 2)
+  })
+  x <- op_convert_to_tensor(3, "float32")
+  h(x)
+  err <- run_in_thread(environment(h)$.customgrad_state$py, x)
+  expect_null(reticulate::py_to_r(err))
+  expect_identical(calls, 1)
 })

@@ -53,13 +53,17 @@ test_that("TF docs' linear_poly: grad gets variables= and returns their gradient
   expect_true(reticulate::py_eval("lambda a, b: a is b")(seen[[1]], weights))
 })
 
-test_that("a variable read in f with a grad lacking `variables` is a classed error", {
+test_that("untraced, a variable read in f with a grad lacking `variables` is a classed error", {
   skip_unless_backend("tensorflow")
   tf <- reticulate::import("tensorflow", convert = FALSE)
   w <- tf$Variable(2, dtype = "float32")
-  h <- op_custom_gradient(function(x) {
-    tuple(x * w, function(upstream) upstream * w)
-  })
+  # Traced, captured variables get no gradient (test-trace.R).
+  h <- op_custom_gradient(
+    function(x) {
+      tuple(x * w, function(upstream) upstream * w)
+    },
+    trace = FALSE
+  )
   x <- tf$constant(3, dtype = "float32")
   tape <- tf$GradientTape()
   tape$`__enter__`()
@@ -102,16 +106,19 @@ test_that("inside tf.function R runs only while tracing", {
   expect_identical(calls, c(f = 1, grad = 1))
 })
 
-test_that("eagerly, grad runs only when a tape can use it", {
+test_that("untraced and eager, grad runs only when a tape can use it", {
   skip_unless_backend("tensorflow")
   tf <- reticulate::import("tensorflow", convert = FALSE)
   runs <- 0
-  h <- op_custom_gradient(function(x) {
-    tuple(x^3, function(upstream) {
-      runs <<- runs + 1
-      upstream * 3 * x^2
-    })
-  })
+  h <- op_custom_gradient(
+    function(x) {
+      tuple(x^3, function(upstream) {
+        runs <<- runs + 1
+        upstream * 3 * x^2
+      })
+    },
+    trace = FALSE
+  )
   x <- tf$constant(c(1, 2), dtype = "float32")
   expect_values(as.array(h(x)), c(1, 8))
   expect_identical(runs, 0)

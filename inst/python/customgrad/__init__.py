@@ -1,12 +1,16 @@
 """The Python half of the customgrad R package.
 
-R hands this module an R callback (``forward``) and gets back a Python
-callable that is differentiable on the active Keras backend.  ``forward``
-returns ``[value, grad]``: ``value`` a nest of tensors, ``grad`` the handle
-of the R gradient function, which R's ``run_grad`` callback runs in the
-backward pass (see ``_bridge``).  Everything
-that depends on the backend's conventions lives here; everything that
-depends on R (formals, conditions, S3) lives in the R package.
+R hands :func:`custom_gradient` an R callback (``forward``) and gets back a
+Python callable that is differentiable on the active Keras backend.
+``forward(*inputs)`` runs R's ``f`` and replies ``[value, grad]``:
+``value`` a nest of tensors, ``grad`` the handle of the R gradient function,
+which R's ``run_grad`` callback runs in the backward pass (see ``_bridge``).
+By default R's ``f`` and ``grad`` run once per input signature, on Keras
+symbolic tensors, and the calls after that replay what they did in Python
+(see ``_trace``).  Everything that depends on the backend's conventions
+lives here, one adapter per backend behind one interface (``_backend``);
+everything that depends on R (formals, conditions, S3) lives in the R
+package.
 """
 
 from customgrad.errors import (
@@ -33,45 +37,53 @@ __all__ = [
 ]
 
 
-def custom_gradient(forward, backend=None):
+def custom_gradient(
+    forward,
+    trace=True,
+    strict=False,
+    notify=None,
+    warn_retrace=None,
+    max_traces=None,
+    backend=None,
+):
     """Wrap an R ``forward`` callback into a differentiable callable.
 
     ``forward(*inputs)`` returns ``[value, grad_handle]``; in the backward
     pass R's grad runner is called with the handle, the upstream gradient
     and the variables ``f`` read, and returns one gradient per input.
-    ``backend`` defaults to the active Keras backend.
+    With ``trace``, R runs once per input signature (``forward`` is then
+    called with ``tracing=True`` on symbolic tensors); ``notify(reason,
+    strict)`` and ``warn_retrace(count)`` are R's callbacks for a trace
+    that failed and for too many traces (see ``_trace.Traced``).
+    ``backend`` defaults to the active Keras backend.  The callable's
+    ``core`` attribute is the object that runs ``f`` (its ``traces`` count
+    the traces made).
     """
-    import keras
-    from keras.src.backend import any_symbolic_tensors, compute_output_spec
+    from keras.src.backend import any_symbolic_tensors
 
-    from customgrad import _memory
+    from customgrad import _backend, _memory, _operation, _trace
 
-    if backend is None:
-        backend = keras.config.backend()
-    if backend == "tensorflow":
-        from customgrad import _tensorflow as adapter
-    elif backend == "jax":
-        from customgrad import _jax as adapter
-    elif backend == "torch":
-        from customgrad import _torch as adapter
-    else:
-        raise CustomGradError(
-            f"The Keras backend {backend!r} is not supported; "
-            "use 'tensorflow', 'jax' or 'torch'."
+    adapter = _backend.adapter(backend)
+    core = _trace.RCalls(forward, adapter.FILL_NONE)
+    if trace:
+        core = _trace.Traced(
+            core,
+            notify=notify,
+            warn_retrace=warn_retrace,
+            strict=strict,
+            max_traces=max_traces or _trace.DEFAULT_MAX_TRACES,
         )
-    differentiable = adapter.custom_gradient(forward)
+    differentiable = adapter.custom_gradient(core)
+    operation = _operation.CustomGradientOp(differentiable, core)
 
     def call(*args):
-        # Symbolic Keras tensors (functional models, output specs): run on
-        # the backend's placeholders to get the output's shape and dtype.
+        # Symbolic Keras tensors (a functional model, another function's
+        # trace): record a node in Keras' graph, as keras.ops functions do.
         if any_symbolic_tensors(args):
-            return compute_output_spec(differentiable, *args)
+            return operation.symbolic_call(*args)
         _memory.at_boundary()
         return _memory.handed_to_r(differentiable(*args))
 
-    if backend == "tensorflow":
-        # Inside tf.function, AutoGraph must leave the bridge as it is.
-        import tensorflow as tf
-
-        call = tf.autograph.experimental.do_not_convert(call)
+    call = adapter.finish(call)
+    call.core = core
     return call

@@ -115,12 +115,14 @@ def fill_upstream(upstream, outputs):
     ]
 
 
-def call_grad(grad, upstream, inputs, fill_none, variables=None):
+def call_grad(grad, upstream, inputs, fill_none, variables=None, convert=None):
     """Run the R grad and return one flat gradient per flat input tensor.
 
     ``inputs`` is the nest of input tensors as ``forward`` saw them;
     ``fill_none`` turns a missing gradient into zeros (JAX needs them).
     With ``variables`` the R grad returns ``[input_grads, variable_grads]``.
+    ``convert`` turns a gradient leaf into a tensor (default
+    :func:`to_tensor`; symbolic while tracing).
     """
     if callable(grad.handle):
         result = call_r(grad.handle, upstream, variables)
@@ -128,11 +130,11 @@ def call_grad(grad, upstream, inputs, fill_none, variables=None):
         result = call_r(_grad_runner["run"], grad.handle, upstream, variables)
     if variables is not None:
         result, variable_grads = result
-        return normalize_gradients(result, inputs, fill_none), variable_grads
-    return normalize_gradients(result, inputs, fill_none)
+        return normalize_gradients(result, inputs, fill_none, convert), variable_grads
+    return normalize_gradients(result, inputs, fill_none, convert)
 
 
-def normalize_gradients(grads, inputs, fill_none):
+def normalize_gradients(grads, inputs, fill_none, convert=None):
     """Check ``grads`` against ``inputs`` and return flat gradient tensors."""
     n = len(inputs)
     if not isinstance(grads, (list, tuple)):
@@ -158,14 +160,16 @@ def normalize_gradients(grads, inputs, fill_none):
             )
         for j, (gl, xl) in enumerate(zip(g_leaves, x_leaves), start=1):
             where = f"input {i}" if x_spec.is_leaf else f"input {i}, tensor {j}"
-            flat.append(_check_leaf(gl, xl, where, fill_none))
+            flat.append(_check_leaf(gl, xl, where, fill_none, convert or to_tensor))
     return flat
 
 
-def _check_leaf(g, x, where, fill_none):
+def _check_leaf(g, x, where, fill_none, convert):
     if g is None:
         return keras.ops.zeros_like(x) if fill_none else None
-    g = to_tensor(g)
+    g = convert(g)
+    if g is None:
+        return keras.ops.zeros_like(x) if fill_none else None
     g_shape, x_shape = static_shape(g), static_shape(x)
     if not shapes_match(g_shape, x_shape):
         raise GradientShapeError(
@@ -173,7 +177,9 @@ def _check_leaf(g, x, where, fill_none):
             f"{where} has shape {format_shape(x_shape)}; they must be equal."
         )
     if g.dtype != x.dtype:
-        g = keras.ops.cast(g, keras.backend.standardize_dtype(x.dtype))
+        dtype = keras.backend.standardize_dtype(x.dtype)
+        # A constant gradient at trace time casts itself (see _trace).
+        g = g.cast_to(dtype) if hasattr(g, "cast_to") else keras.ops.cast(g, dtype)
     return g
 
 
@@ -185,7 +191,16 @@ def static_shape(x):
             return tuple(shape.as_list())
         except ValueError:  # unknown rank
             return None
-    return tuple(int(d) if d is not None else None for d in shape)
+    return tuple(_static_dim(d) for d in shape)
+
+
+def _static_dim(d):
+    """A dimension as an int, or None when unknown (None, or a symbolic
+    dimension such as JAX's shape polymorphism uses to build Keras layers)."""
+    try:
+        return int(d)
+    except (TypeError, ValueError, Exception):  # noqa: BLE001
+        return None
 
 
 def shapes_match(a, b):

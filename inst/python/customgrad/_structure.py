@@ -9,11 +9,18 @@ gradients can be given back to R with the structure the user wrote.
 class Spec:
     """The shape of a nested structure: a leaf, or a container of specs."""
 
-    __slots__ = ("kind", "children")
+    __slots__ = ("kind", "children", "key")
 
     def __init__(self, kind, children=None):
         self.kind = kind
         self.children = children
+        # Hashable, equal for equal nestings (a trace is made per nesting).
+        if kind is None:
+            self.key = None
+        elif kind is dict:
+            self.key = ("dict", tuple((k, c.key) for k, c in children.items()))
+        else:
+            self.key = (kind.__name__, tuple(c.key for c in children))
 
     @property
     def is_leaf(self):

@@ -11,7 +11,12 @@ import tensorflow as tf
 from customgrad import _bridge
 from customgrad.errors import VariablesError
 
-def custom_gradient(forward):
+# A gradient TensorFlow does not need may stay None.
+FILL_NONE = False
+
+
+def custom_gradient(fn):
+    """Differentiable callable over ``fn.forward`` (see ``_trace``)."""
     # Decorated once, not per call (tf.custom_gradient is ~60 us to apply).
     # Each call's state is on a stack: TensorFlow runs `inner` at once.
     calls = []
@@ -19,19 +24,15 @@ def custom_gradient(forward):
     @tf.custom_gradient
     def inner(*flat):
         state = calls[-1]
-        inputs = _bridge.pack(state["in_spec"], flat)
-        leaves, spec, grad = _bridge.call_forward(forward, inputs)
+        leaves, spec, saved, backward = fn.forward(list(flat), state["in_spec"])
         state["spec"] = spec
 
         def grad_fn(*upstream, variables=None):
             upstream = _bridge.fill_upstream(upstream, leaves)
-            upstream = _bridge.pack(spec, upstream)
             if variables:
-                grads, var_grads = _bridge.call_grad(
-                    grad, upstream, inputs, False, list(variables)
-                )
+                grads, var_grads = backward(upstream, saved, list(variables))
                 return grads, _variable_gradients(var_grads, variables)
-            return _bridge.call_grad(grad, upstream, inputs, False)
+            return backward(upstream, saved)
 
         return (leaves[0] if len(leaves) == 1 else tuple(leaves)), grad_fn
 
@@ -48,7 +49,7 @@ def custom_gradient(forward):
         flat_out = [result] if state["spec"].num_leaves() == 1 else list(result)
         return _bridge.pack(state["spec"], flat_out)
 
-    return call
+    return finish(call)
 
 
 def _variable_gradients(var_grads, variables):
@@ -60,3 +61,8 @@ def _variable_gradients(var_grads, variables):
             f"per variable `f` read, but it returned {len(var_grads)}."
         )
     return [None if g is None else tf.convert_to_tensor(g) for g in var_grads]
+
+
+def finish(call):
+    """Inside tf.function, AutoGraph must leave the bridge as it is."""
+    return tf.autograph.experimental.do_not_convert(call)

@@ -1,10 +1,12 @@
 """PyTorch: the package's own ``torch.autograd.Function``.
 
 Keras' torch wrapper takes one output only and hides errors in ``f`` behind
-NaN gradients, so customgrad does not use it.  ``f`` runs once in forward
-(without autograd recording); when backward itself is differentiated
-(``create_graph=True``), ``f`` runs again on the saved inputs with autograd
-on, so that ``grad``'s result depends on the inputs and can be
+NaN gradients, so customgrad does not use it.  The forward runs without
+autograd recording; what the backward needs is kept with
+``save_for_backward`` (a closure holding outputs would be a reference cycle
+through the autograd graph).  When backward itself is differentiated
+(``create_graph=True``), the forward runs again on the saved inputs with
+autograd on, so that the gradient depends on the inputs and can be
 differentiated again.
 """
 
@@ -12,44 +14,55 @@ import torch
 
 from customgrad import _bridge
 
+FILL_NONE = False
+
 
 class _Call:
     """State of one call: what backward needs from forward."""
 
-    __slots__ = ("forward", "in_spec", "out_spec", "grad")
+    __slots__ = ("fn", "in_spec", "out_spec", "backward", "n_inputs")
 
-    def __init__(self, forward, in_spec):
-        self.forward = forward
+    def __init__(self, fn, in_spec):
+        self.fn = fn
         self.in_spec = in_spec
 
 
-class _RFunction(torch.autograd.Function):
+class _Function(torch.autograd.Function):
     @staticmethod
     def forward(ctx, call, *flat):
-        inputs = _bridge.pack(call.in_spec, flat)
-        leaves, call.out_spec, call.grad = _bridge.call_forward(call.forward, inputs)
+        leaves, call.out_spec, saved, call.backward = call.fn.forward(
+            list(flat), call.in_spec
+        )
+        call.n_inputs = len(flat)
         ctx.call = call
-        ctx.save_for_backward(*flat)
+        ctx.save_for_backward(*flat, *saved)
         return tuple(leaves)
 
     @staticmethod
     def backward(ctx, *upstream):
         call = ctx.call
-        inputs = _bridge.pack(call.in_spec, ctx.saved_tensors)
-        grad = call.grad
+        tensors = ctx.saved_tensors
+        flat, saved = list(tensors[: call.n_inputs]), list(tensors[call.n_inputs :])
+        backward = call.backward
         if torch.is_grad_enabled():
-            # create_graph=True: rebuild grad from inputs that carry history.
-            _, _, grad = _bridge.call_forward(call.forward, inputs)
-        upstream = _bridge.pack(call.out_spec, list(upstream))
-        grads = _bridge.call_grad(grad, upstream, inputs, False)
+            # create_graph=True: recompute from inputs that carry history.
+            _, _, saved, backward = call.fn.forward(flat, call.in_spec)
+        grads = backward(list(upstream), saved)
         return (None, *grads)
 
 
-def custom_gradient(forward):
+def custom_gradient(fn):
+    """Differentiable callable over ``fn.forward`` (see ``_trace``)."""
+
     def call(*args):
         tensors, in_spec = _bridge.flat_inputs(args)
-        state = _Call(forward, in_spec)
-        result = _RFunction.apply(state, *tensors)
+        state = _Call(fn, in_spec)
+        result = _Function.apply(state, *tensors)
         return _bridge.pack(state.out_spec, list(result))
 
+    return call
+
+
+def finish(call):
+    """Nothing to add on PyTorch."""
     return call

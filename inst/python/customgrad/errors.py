@@ -34,6 +34,13 @@ class ThreadError(CustomGradError):
     r_class = "customgrad_error_thread"
 
 
+class TraceError(CustomGradError):
+    """A trace failed in strict mode (``op_custom_gradient(trace = "strict")``);
+    the message is the reason, and R writes the rest."""
+
+    r_class = "customgrad_error_trace"
+
+
 class NotScalarError(CustomGradError):
     r_class = "customgrad_error_not_scalar"
 

@@ -1,0 +1,146 @@
+# Tracing: Python runs f and grad once per input signature on Keras
+# symbolic tensors (KerasTensor) and replays what they did (inst/python,
+# _trace.py and _program.py). Here: running f and grad while tracing, which
+# makes reading a value or drawing R random numbers a failed trace; and the
+# one-time message and the retrace warning that Python asks R to show.
+
+# Evaluate `expr` (f or grad) as traced when `tracing`: reading a tensor's
+# value in R is an error (see keras_tensor_methods()), and so is drawing R
+# random numbers, whose values the trace would fix.
+run_traceable <- function(expr, tracing) {
+  if (!tracing) {
+    return(expr)
+  }
+  the$tracing <- the$tracing + 1L
+  on.exit(the$tracing <- the$tracing - 1L)
+  seed <- random_seed()
+  value <- withCallingHandlers(expr, warning = mixed_operands_as_error)
+  if (!identical(seed, random_seed())) {
+    abort_customgrad(
+      "It used R's random numbers, which a trace would fix at one draw.",
+      class = "trace_read",
+      call = NULL
+    )
+  }
+  value
+}
+
+# R's Ops dispatch can't choose between a symbolic tensor's methods and
+# another tensor's (a captured TensorFlow variable): it warns "Incompatible
+# methods" and then fails. While tracing, that is a failed trace with a hint.
+mixed_operands_as_error <- function(cnd) {
+  if (startsWith(conditionMessage(cnd), "Incompatible methods")) {
+    abort_customgrad(
+      c(
+        "It used R arithmetic between a traced tensor and a tensor of another kind (such as a captured TensorFlow variable).",
+        "i" = "Use keras3's {.fn op_*} functions for those, such as {.code op_multiply(x, w)}."
+      ),
+      class = "trace_read",
+      call = NULL
+    )
+  }
+}
+
+random_seed <- function() {
+  get0(".Random.seed", envir = globalenv(), inherits = FALSE)
+}
+
+is_tracing <- function() {
+  the$tracing > 0L
+}
+
+# A grad callback registered while tracing runs traced too.
+traced_callback <- function(callback) {
+  force(callback)
+  function(upstream, variables = NULL) {
+    run_traceable(callback(upstream, variables), tracing = TRUE)
+  }
+}
+
+# The most traces a function keeps (customgrad.max_traces, default 32).
+max_traces <- function() {
+  n <- getOption("customgrad.max_traces", 32L)
+  if (!rlang::is_scalar_integerish(n) || n < 1) {
+    abort_customgrad(
+      c(
+        "The option {.code customgrad.max_traces} must be a positive whole number.",
+        "x" = "It is {describe_object(n)}."
+      ),
+      class = "option",
+      call = NULL
+    )
+  }
+  as.integer(n)
+}
+
+# Python asks for this once per function, when a signature could not be
+# traced and R runs f and grad at every call for it.
+inform_fallback <- function(f, reason) {
+  cli::cli_inform(
+    c(
+      "!" = "A custom-gradient function could not be traced, so R runs it at every call with these inputs.",
+      "x" = "{reason}",
+      "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers) to run without R, or use {.code op_custom_gradient(f, trace = FALSE)} to always call R without this message."
+    ),
+    class = c("customgrad_message_fallback", "customgrad_message")
+  )
+  invisible(NULL)
+}
+
+# Python asks for this once per function, at the first trace past the cap.
+warn_retrace <- function(f, count) {
+  cli::cli_warn(
+    c(
+      "A custom-gradient function has been traced {count} times: each new combination of input shapes, dtypes or nesting traces it again.",
+      "i" = "Only the latest {max_traces()} traces are kept (option {.code customgrad.max_traces}).",
+      "i" = "Call it with inputs of fixed shapes, or use {.code op_custom_gradient(f, trace = FALSE)}."
+    ),
+    class = c("customgrad_warning_retrace", "customgrad_warning")
+  )
+  invisible(NULL)
+}
+
+# --- Keras symbolic tensors --------------------------------------------------
+
+keras_tensor_class <- "keras.src.backend.common.keras_tensor.KerasTensor"
+
+# R methods for KerasTensor: the tensor methods that compute (Ops, Math,
+# Summary, ...; see tensor-ops.R), and, for the generics that read a value,
+# methods that make the read a failed trace while tracing and otherwise
+# leave the object to its usual methods.
+keras_tensor_methods <- function() {
+  computing <- tensor_methods()[c(
+    "Ops",
+    "Math",
+    "Summary",
+    "mean",
+    "dim",
+    "length"
+  )]
+  reading <- c(
+    "print",
+    "format",
+    "as.vector",
+    "as.double",
+    "as.numeric",
+    "as.integer",
+    "as.logical",
+    "as.array",
+    "as.matrix"
+  )
+  c(computing, rlang::set_names(lapply(reading, value_read_method), reading))
+}
+
+value_read_method <- function(generic) {
+  force(generic)
+  function(x, ...) {
+    if (is_tracing()) {
+      abort_customgrad(
+        "It read a tensor's value in R with {.fn {generic}}.",
+        class = "trace_read",
+        call = NULL
+      )
+    }
+    NextMethod()
+  }
+}

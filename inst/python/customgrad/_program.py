@@ -1,0 +1,259 @@
+"""Compile a graph of Keras operations into flat programs and run them.
+
+R runs ``f`` and ``grad`` once on Keras symbolic tensors (``KerasTensor``):
+every ``keras.ops`` function called on them, from keras3's ``op_*()`` or
+from R arithmetic, records a ``Node`` (the operation, its arguments, its
+outputs).  :func:`compile_programs` walks those nodes back from ``f``'s value
+and ``grad``'s gradients and writes two flat lists of calls over numbered
+slots: the forward program (inputs to value) and the backward program
+(upstream and the forward slots it reads to the gradients).  Running a
+program is a loop of backend calls, ``operation.call(*args)``, which is what
+``keras.ops`` runs eagerly too; Keras' own ``Function`` costs several times
+more per call for its generality.
+"""
+
+import keras
+from keras import KerasTensor
+
+
+class GraphError(Exception):
+    """The graph can't be compiled (the signature falls back to calling R)."""
+
+
+class _Nested:
+    """An argument that holds symbolic tensors inside lists, tuples or dicts."""
+
+    __slots__ = ("template",)
+
+    def __init__(self, template):
+        self.template = template
+
+
+class _Slot:
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+class Step:
+    """One call: ``fn(*args, **kwargs)`` with slots filled in, its outputs
+    written to ``outputs`` (a single slot index, or a list of them)."""
+
+    __slots__ = ("fn", "args", "kwargs", "slot_args", "nested", "outputs", "single")
+
+    def __init__(self, fn, args, kwargs, slot_args, nested, outputs):
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.slot_args = slot_args  # [(position, slot)] of bare tensors
+        self.nested = nested  # whether any argument needs _fill()
+        self.outputs = outputs
+        self.single = len(outputs) == 1
+
+
+class Program:
+    """A flat list of steps; ``run(values)`` fills ``values`` in place."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def __len__(self):
+        return len(self.steps)
+
+    def run(self, values):
+        for step in self.steps:
+            if step.nested:
+                args = [_fill(a, values) for a in step.args]
+                kwargs = {k: _fill(v, values) for k, v in step.kwargs.items()}
+            else:
+                args = list(step.args)
+                for position, slot in step.slot_args:
+                    args[position] = values[slot]
+                kwargs = step.kwargs
+            result = step.fn(*args, **kwargs)
+            if step.single and not isinstance(result, (list, tuple, dict)):
+                values[step.outputs[0]] = result
+            else:
+                for slot, value in zip(step.outputs, keras.tree.flatten(result)):
+                    values[slot] = value
+
+
+def _fill(arg, values):
+    if isinstance(arg, _Slot):
+        return values[arg.index]
+    if isinstance(arg, _Nested):
+        return _fill(arg.template, values)
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_fill(a, values) for a in arg)
+    if isinstance(arg, dict):
+        return {k: _fill(v, values) for k, v in arg.items()}
+    return arg
+
+
+class Compiled:
+    """The forward and backward programs of one trace.
+
+    ``n_inputs`` slots hold the inputs, then the forward program's slots,
+    then ``n_upstream`` upstream slots and the backward program's.
+    ``value`` and ``grads`` are output leaves: a slot index, or
+    ``("const", x)`` for a value that does not depend on the inputs.
+    ``saved`` are the forward slots the backward pass reads.
+    """
+
+    __slots__ = (
+        "forward", "backward", "n_slots", "n_inputs", "upstream_start",
+        "n_upstream", "value", "grads", "saved",
+    )  # fmt: skip
+
+
+def compile_programs(inputs, value, upstream, grads):
+    """Compile ``f``'s graph (``inputs`` to the ``value`` leaves) and
+    ``grad``'s (``upstream`` and the forward graph to the ``grads`` leaves).
+
+    ``inputs`` and ``upstream`` are lists of KerasTensors; ``value`` and
+    ``grads`` lists of KerasTensors, constants or None.
+    """
+    slots = {}
+    for x in inputs:
+        _assign(slots, x)
+    forward = _compile(value, slots)
+    n_forward = len(slots)
+    upstream_start = n_forward
+    for x in upstream:
+        _assign(slots, x)
+    backward = _compile(grads, slots)
+    compiled = Compiled()
+    compiled.forward = Program(forward)
+    compiled.backward = Program(backward)
+    compiled.n_slots = len(slots)
+    compiled.n_inputs = len(inputs)
+    compiled.upstream_start = upstream_start
+    compiled.n_upstream = len(upstream)
+    compiled.value = [_leaf(x, slots) for x in value]
+    compiled.grads = [_leaf(x, slots) for x in grads]
+    read = set()
+    for step in backward:
+        read.update(_step_slots(step))
+    read.update(g for g in compiled.grads if isinstance(g, int))
+    compiled.saved = sorted(s for s in read if s < n_forward)
+    return compiled
+
+
+def _assign(slots, x):
+    if id(x) in slots:
+        raise GraphError("The same symbolic tensor is given twice as an input.")
+    slots[id(x)] = len(slots)
+
+
+def _leaf(x, slots):
+    if isinstance(x, KerasTensor):
+        return slots[id(x)]
+    return ("const", x)
+
+
+def _step_slots(step):
+    if not step.nested:
+        return [slot for _, slot in step.slot_args]
+    found = []
+    _collect_slots((step.args, step.kwargs), found)
+    return found
+
+
+def _collect_slots(arg, found):
+    if isinstance(arg, _Slot):
+        found.append(arg.index)
+    elif isinstance(arg, _Nested):
+        _collect_slots(arg.template, found)
+    elif isinstance(arg, (list, tuple)):
+        for a in arg:
+            _collect_slots(a, found)
+    elif isinstance(arg, dict):
+        for a in arg.values():
+            _collect_slots(a, found)
+
+
+def _node_of(x):
+    history = getattr(x, "_keras_history", None)
+    if history is None or history.operation is None:
+        raise GraphError(
+            "A symbolic tensor in the result does not come from the inputs "
+            "of `f` (a tensor from another model or trace?)."
+        )
+    return history.operation._inbound_nodes[history.node_index]
+
+
+def _compile(leaves, slots):
+    """Steps computing ``leaves`` from what ``slots`` already holds, in
+    dependency order (an explicit stack: R loops can build long chains)."""
+    steps = []
+    done = set()
+    stack = [(x, False) for x in reversed(leaves) if isinstance(x, KerasTensor)]
+    while stack:
+        x, ready = stack.pop()
+        if id(x) in slots and not ready:
+            continue
+        node = _node_of(x)
+        if id(node) in done:
+            continue
+        if ready:
+            steps.append(_step(node, slots))
+            done.add(id(node))
+            continue
+        stack.append((x, True))
+        for arg in reversed(node.arguments.keras_tensors):
+            if id(arg) not in slots:
+                stack.append((arg, False))
+    return steps
+
+
+def _step(node, slots):
+    for out in node.outputs:
+        slots[id(out)] = len(slots)
+    operation = node.operation
+    # Layers go through __call__ (building, masking); plain operations run
+    # their eager body directly, as keras.ops does outside a trace.
+    fn = operation if isinstance(operation, keras.Layer) else operation.call
+    args = list(node.arguments.args)
+    kwargs = dict(node.arguments.kwargs)
+    slot_args = []
+    nested = False
+    for i, a in enumerate(args):
+        if isinstance(a, KerasTensor):
+            slot_args.append((i, slots[id(a)]))
+        elif _holds_tensor(a):
+            args[i] = _Nested(_template(a, slots))
+            nested = True
+    for k, v in kwargs.items():
+        if isinstance(v, KerasTensor) or _holds_tensor(v):
+            kwargs[k] = _Nested(_template(v, slots))
+            nested = True
+    if nested:
+        # The generic path fills every argument; make bare tensors slots too.
+        for i, slot in slot_args:
+            args[i] = _Slot(slot)
+        slot_args = []
+    outputs = [slots[id(out)] for out in node.outputs]
+    return Step(fn, tuple(args), kwargs, slot_args, nested, outputs)
+
+
+def _holds_tensor(a):
+    if isinstance(a, KerasTensor):
+        return True
+    if isinstance(a, (list, tuple)):
+        return any(_holds_tensor(x) for x in a)
+    if isinstance(a, dict):
+        return any(_holds_tensor(x) for x in a.values())
+    return False
+
+
+def _template(a, slots):
+    if isinstance(a, KerasTensor):
+        return _Slot(slots[id(a)])
+    if isinstance(a, (list, tuple)):
+        return type(a)(_template(x, slots) for x in a)
+    if isinstance(a, dict):
+        return {k: _template(v, slots) for k, v in a.items()}
+    return a

@@ -1,0 +1,287 @@
+"""Run a custom-gradient function: through R, or replayed from a trace.
+
+Every backend adapter calls ``fn.forward(flat, in_spec)`` and gets
+``(value leaves, value spec, saved, backward)``: ``saved`` are the tensors
+the backward pass needs (the adapter keeps them as its backend wants), and
+``backward(upstream, saved)`` takes one upstream tensor per value leaf and
+returns one gradient per input leaf.
+
+:class:`RCalls` calls R's ``f`` at every forward and its ``grad`` at every
+backward.  :class:`Traced` calls R once per input signature, on Keras
+symbolic tensors, compiles what ``f`` and ``grad`` did into programs
+(``_program``) and from then on runs those in Python.  A signature whose
+trace fails (``f`` read a tensor's value, used R's random numbers, or called
+something Keras can't record) falls back to :class:`RCalls`, after one
+message from R; in strict mode the failure is an error instead.
+"""
+
+from collections import OrderedDict
+
+import keras
+import numpy as np
+from keras import KerasTensor
+
+from customgrad import _bridge
+from customgrad import _program
+from customgrad._structure import flatten
+from customgrad.errors import CustomGradError, TraceError, find_error
+
+DEFAULT_MAX_TRACES = 32
+
+
+class RCalls:
+    """Call R's ``f`` on every forward, R's ``grad`` on every backward."""
+
+    def __init__(self, r_forward, fill_none):
+        self.r_forward = r_forward
+        self.fill_none = fill_none
+
+    def forward(self, flat, in_spec):
+        inputs = _bridge.pack(in_spec, flat)
+        leaves, spec, grad = _bridge.call_forward(self.r_forward, inputs)
+        return leaves, spec, list(flat), _RBackward(self.fill_none, in_spec, spec, grad)
+
+
+class _RBackward:
+    """R's ``grad`` of one forward call; ``saved`` are the flat inputs."""
+
+    __slots__ = ("fill_none", "in_spec", "spec", "grad")
+
+    def __init__(self, fill_none, in_spec, spec, grad):
+        self.fill_none = fill_none
+        self.in_spec = in_spec
+        self.spec = spec
+        self.grad = grad
+
+    def __call__(self, upstream, saved, variables=None):
+        inputs = _bridge.pack(self.in_spec, saved)
+        upstream = _bridge.pack(self.spec, upstream)
+        return _bridge.call_grad(self.grad, upstream, inputs, self.fill_none, variables)
+
+
+class _Fallback:
+    """A signature that calls R; ``reason`` is told once, then cleared."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason):
+        self.reason = reason
+
+
+class Traced:
+    """Replay traces per input signature; fall back to :class:`RCalls`.
+
+    ``notify(reason)`` is R's callback for the first trace that failed: it
+    shows the one-time message.  In strict mode a failed trace raises
+    :class:`TraceError` instead.  customgrad's own checks of ``f``'s and
+    ``grad``'s results raise at once: they fail the same way untraced.
+    ``warn_retrace(count)`` is R's callback for the first trace past
+    ``max_traces``, after which the oldest trace is dropped for each new one.
+    """
+
+    def __init__(
+        self,
+        r_calls,
+        notify,
+        warn_retrace,
+        strict=False,
+        max_traces=DEFAULT_MAX_TRACES,
+    ):
+        self.r_calls = r_calls
+        self.notify = notify
+        self.warn_retrace = warn_retrace
+        self.strict = strict
+        self.max_traces = max_traces
+        self.cache = OrderedDict()  # signature -> _Trace or _Fallback
+        self.traces = 0  # traces made so far (R runs for each)
+        self.warned = False
+        self.notified = False
+
+    def forward(self, flat, in_spec):
+        key = signature(flat, in_spec)
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self._trace(key, flat, in_spec)
+        if isinstance(entry, _Fallback):
+            result = self.r_calls.forward(flat, in_spec)
+            if entry.reason is not None:
+                reason, entry.reason = entry.reason, None
+                if not self.notified and self.notify is not None:
+                    self.notified = True
+                    _bridge.call_r(self.notify, reason)
+            return result
+        return entry.forward(flat)
+
+    @property
+    def n_cached(self):
+        """How many signatures are cached."""
+        return len(self.cache)
+
+    def output_spec(self, flat, in_spec):
+        """The value's symbolic tensors for symbolic inputs ``flat`` (their
+        trace gives the shapes), or None if the trace failed."""
+        key = signature(flat, in_spec)
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self._trace(key, flat, in_spec)
+        if isinstance(entry, _Fallback):
+            return None
+        leaves = [KerasTensor(shape, dtype) for shape, dtype in entry.value_specs]
+        return _bridge.pack(entry.spec, leaves)
+
+    def _trace(self, key, flat, in_spec):
+        self.traces += 1
+        try:
+            entry = _Trace(self.r_calls, flat, in_spec)
+        except Exception as exc:  # noqa: BLE001 - decided below
+            if _is_contract_error(exc):
+                raise
+            entry = _Fallback(_reason(exc))
+        if isinstance(entry, _Fallback) and self.strict:
+            raise TraceError(entry.reason)
+        if len(self.cache) >= self.max_traces:
+            self.cache.popitem(last=False)
+            if not self.warned:
+                self.warned = True
+                _bridge.call_r(self.warn_retrace, self.traces)
+        self.cache[key] = entry
+        return entry
+
+
+def signature(flat, in_spec):
+    """What a trace depends on: the nesting, floatx, and each input's type
+    (eager or symbolic, the tensor kind), shape and dtype."""
+    return (
+        in_spec.key,
+        keras.config.floatx(),
+        tuple((type(x), x.shape, x.dtype) for x in flat),
+    )
+
+
+def _is_contract_error(exc):
+    """Whether ``exc`` is one of customgrad's checks of ``f``'s and
+    ``grad``'s results, from Python or from R: those fail the same way
+    untraced, so they are raised at once. Anything else (a value read in R,
+    an operation Keras can't record, an error of the user's code on
+    symbolic tensors) means: no trace, call R."""
+    found = find_error(exc)
+    if found is None:
+        return False
+    if isinstance(found, CustomGradError):
+        return True
+    r_class = getattr(found, "r_class", ())
+    classes = [r_class] if isinstance(r_class, str) else list(r_class)
+    return "customgrad_error" in classes and "customgrad_error_trace_read" not in classes
+
+
+def _reason(exc):
+    """The message of an exception from R (the R condition's) or Python."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, str):
+        return message
+    text = str(exc)
+    return text.strip() or type(exc).__name__
+
+
+class _Trace:
+    """One signature's compiled programs, run in Python."""
+
+    __slots__ = ("compiled", "spec", "fill_none", "value_specs")
+
+    def __init__(self, r_calls, flat, in_spec):
+        symbolic = [
+            KerasTensor(_bridge.static_shape(x), _dtype(x)) for x in flat
+        ]
+        inputs = _bridge.pack(in_spec, symbolic)
+        reply = _bridge.call_r(r_calls.r_forward, *inputs, count=False, tracing=True)
+        leaves, spec = flatten(reply[0])
+        leaves = [_symbolic_leaf(x) for x in leaves]
+        upstream = [KerasTensor(x.shape, x.dtype) for x in leaves]
+        grads = _bridge.call_grad(
+            _bridge.Grad(reply[1]),
+            _bridge.pack(spec, upstream),
+            inputs,
+            r_calls.fill_none,
+            convert=_symbolic_leaf,
+        )
+        self.compiled = _program.compile_programs(symbolic, leaves, upstream, grads)
+        self.spec = spec
+        self.value_specs = [(tuple(x.shape), x.dtype) for x in leaves]
+        self.fill_none = r_calls.fill_none
+
+    def forward(self, flat):
+        c = self.compiled
+        values = [None] * c.n_slots
+        values[: c.n_inputs] = flat
+        c.forward.run(values)
+        leaves = [_output(v, values) for v in c.value]
+        return leaves, self.spec, [values[s] for s in c.saved], self.backward
+
+    def backward(self, upstream, saved, variables=None):
+        """Gradients for the inputs; with TensorFlow's ``variables`` (Keras
+        variables that ``f`` captured), also None for each of them: as on
+        JAX and PyTorch, a custom gradient gives gradients to its inputs
+        only."""
+        grads = self._backward(upstream, saved)
+        if variables:
+            return grads, [None] * len(variables)
+        return grads
+
+    def _backward(self, upstream, saved):
+        c = self.compiled
+        values = [None] * c.n_slots
+        for s, v in zip(c.saved, saved):
+            values[s] = v
+        values[c.upstream_start : c.upstream_start + c.n_upstream] = upstream
+        c.backward.run(values)
+        return [_output(g, values) for g in c.grads]
+
+
+def _output(leaf, values):
+    if isinstance(leaf, int):
+        return values[leaf]
+    constant = leaf[1]
+    if constant is None:
+        return None
+    return keras.ops.convert_to_tensor(constant.array, dtype=constant.dtype)
+
+
+def _dtype(x):
+    return keras.backend.standardize_dtype(x.dtype)
+
+
+def _symbolic_leaf(x):
+    """A leaf of ``f``'s value or ``grad``'s result at trace time: symbolic
+    tensors as they are; anything else a constant (checked like a tensor)."""
+    if x is None or isinstance(x, KerasTensor):
+        return x
+    if isinstance(x, keras.Variable):
+        raise _program.GraphError(
+            "`f` or `grad` returned a Keras variable itself; its value would "
+            "be fixed at the trace."
+        )
+    return _Constant(keras.ops.convert_to_numpy(x))
+
+
+class _Constant:
+    """A constant leaf: carries shape and dtype for the checks, and is
+    turned into a tensor at each call (never kept as one: a tensor made
+    while tracing inside tf.function belongs to that graph)."""
+
+    __slots__ = ("array", "shape", "dtype")
+
+    def __init__(self, array):
+        self.array = array
+        self.shape = tuple(array.shape)
+        self.dtype = keras.backend.standardize_dtype(array.dtype)
+
+    def cast_to(self, dtype):
+        return _Constant(np.asarray(self.array).astype(_numpy_dtype(dtype)))
+
+
+def _numpy_dtype(dtype):
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)

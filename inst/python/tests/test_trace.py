@@ -1,0 +1,127 @@
+"""Tracing: R's f and grad (here Python stand-ins) run once per signature,
+then the compiled programs replay them in Python."""
+
+import keras
+import numpy as np
+import pytest
+
+import customgrad
+from customgrad import _program
+from customgrad.errors import TraceError
+
+from test_adapters import BACKEND, grad_of
+
+
+class Counted:
+    """A stand-in for R's forward that counts its calls and may read values."""
+
+    def __init__(self, read_value=False):
+        self.calls = 0
+        self.grad_calls = 0
+        self.read_value = read_value
+
+    def __call__(self, x, tracing=False, **hints):
+        self.calls += 1
+        if self.read_value:
+            float(keras.ops.convert_to_numpy(keras.ops.sum(x)))  # fails on symbols
+        e = keras.ops.exp(x)
+
+        def grad(upstream, variables):
+            self.grad_calls += 1
+            return [upstream * (1.0 - 1.0 / (1.0 + e))]
+
+        return [keras.ops.log(1.0 + e), grad]
+
+
+def expected_grad(x):
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, "float32")))
+
+
+def test_replay_runs_r_once_per_signature():
+    forward = Counted()
+    h = customgrad.custom_gradient(forward)
+    for x in ([0.5, 2.0], [1.0, -3.0], [100.0, 0.0]):
+        (g,) = grad_of(h, x)
+        np.testing.assert_allclose(g, expected_grad(x), rtol=1e-6)
+    # JAX sees tracers under jax.grad and arrays otherwise: one trace each.
+    assert forward.calls == 1
+    assert forward.grad_calls == 1
+    assert h.core.traces == 1
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(h(keras.ops.convert_to_tensor([0.0]))),
+        [np.log(2.0)],
+        rtol=1e-6,
+    )
+
+
+def test_new_shape_traces_again():
+    forward = Counted()
+    h = customgrad.custom_gradient(forward)
+    grad_of(h, [1.0, 2.0])
+    (g,) = grad_of(h, [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(g, expected_grad([1.0, 2.0, 3.0]), rtol=1e-6)
+    assert h.core.traces == 2
+
+
+def test_value_read_falls_back_and_notifies_once():
+    forward = Counted(read_value=True)
+    reasons = []
+    h = customgrad.custom_gradient(forward, notify=reasons.append)
+    for x in ([0.5, 2.0], [1.0, -3.0]):
+        (g,) = grad_of(h, x)
+        np.testing.assert_allclose(g, expected_grad(x), rtol=1e-6)
+    assert len(reasons) == 1
+    assert forward.calls == 3  # the failed trace, then once per call
+
+
+def test_strict_mode_raises_instead():
+    h = customgrad.custom_gradient(Counted(read_value=True), strict=True)
+    with pytest.raises(Exception) as info:
+        grad_of(h, [1.0])
+    assert isinstance(customgrad.find_error(info.value), TraceError)
+
+
+def test_untraced_calls_r_every_time():
+    forward = Counted()
+    h = customgrad.custom_gradient(forward, trace=False)
+    grad_of(h, [1.0])
+    grad_of(h, [2.0])
+    assert forward.calls == 2
+    assert forward.grad_calls == 2
+
+
+def test_cache_is_capped_and_warns_once():
+    warnings = []
+    h = customgrad.custom_gradient(Counted(), warn_retrace=warnings.append, max_traces=2)
+    for n in range(1, 5):
+        grad_of(h, [1.0] * n)
+    assert len(h.core.cache) == 2
+    assert warnings == [3]
+
+
+def test_nested_args_and_multi_output_ops_compile():
+    def forward(x, tracing=False, **hints):
+        a, b = keras.ops.split(x, 2)
+        y = keras.ops.concatenate([b, a], axis=0)
+
+        def grad(upstream, variables):
+            u1, u2 = keras.ops.split(upstream, 2)
+            return [keras.ops.concatenate([u2, u1], axis=0)]
+
+        return [y * 1.0, grad]
+
+    h = customgrad.custom_gradient(forward)
+    x = [1.0, 2.0, 3.0, 4.0]
+    out = keras.ops.convert_to_numpy(h(keras.ops.convert_to_tensor(x)))
+    np.testing.assert_allclose(out, [3.0, 4.0, 1.0, 2.0])
+    (g,) = grad_of(lambda t: h(t) * keras.ops.convert_to_tensor([1.0, 2.0, 3.0, 4.0]), x)
+    np.testing.assert_allclose(g, [3.0, 4.0, 1.0, 2.0])
+    assert h.core.traces >= 1 and not any(
+        type(e).__name__ == "_Fallback" for e in h.core.cache.values()
+    )
+
+
+def test_graph_from_another_source_is_refused():
+    stranger = keras.KerasTensor((1,), "float32")
+    with pytest.raises(_program.GraphError):
+        _program.compile_programs([keras.KerasTensor((1,), "float32")], [keras.ops.exp(stranger)], [], [])

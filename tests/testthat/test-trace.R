@@ -1,0 +1,224 @@
+# Tracing: f and grad run in R once per input signature, on Keras symbolic
+# tensors; later calls replay them in Python. Run on each backend.
+
+# log1pexp that counts how often R runs f and grad.
+new_counted_log1pexp <- function(trace = TRUE) {
+  counts <- new.env()
+  counts$f <- 0
+  counts$grad <- 0
+  h <- op_custom_gradient(
+    function(x) {
+      counts$f <- counts$f + 1
+      e <- op_exp(x)
+      grad <- function(..., upstream = NULL) {
+        counts$grad <- counts$grad + 1
+        upstream <- upstream %||% ..1
+        op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
+      }
+      tuple(op_log(1 + e), grad)
+    },
+    trace = trace
+  )
+  list(h = h, counts = counts)
+}
+
+sigmoid <- function(x) 1 / (1 + exp(-x))
+
+core_of <- function(h) reticulate::r_to_py(h)$core
+
+traces_of <- function(h) reticulate::py_to_r(core_of(h)$traces)
+
+test_that("R runs f and grad once per signature; replays match analytic values", {
+  skip_if_no_backend()
+  fn <- new_counted_log1pexp()
+  for (x in list(c(0.5, 2), c(1, -3), c(20, 0))) {
+    expect_tensor(fn$h(x), log1p(exp(x)), tolerance = 1e-5)
+    grads <- native_grads(function(t) sum(fn$h(t)), x)
+    expect_values(grads[[1]], sigmoid(x))
+  }
+  # One trace for R inputs (eager) and one under the backend's autodiff
+  # (tapes see the same eager tensors; jax$grad passes tracers).
+  expect_lte(fn$counts$f, 2)
+  expect_identical(fn$counts$f, fn$counts$grad)
+  expect_equal(fn$counts$f, traces_of(fn$h))
+})
+
+test_that("a new shape traces again, and the replay is right for it", {
+  skip_if_no_backend()
+  fn <- new_counted_log1pexp()
+  fn$h(c(1, 2))
+  before <- fn$counts$f
+  fn$h(c(1, 2, 3))
+  expect_identical(fn$counts$f, before + 1)
+  expect_tensor(fn$h(c(4, 5, 6)), log1p(exp(c(4, 5, 6))), tolerance = 1e-5)
+  expect_identical(fn$counts$f, before + 1)
+})
+
+test_that("traced and untraced give the same values and gradients", {
+  skip_if_no_backend()
+  traced <- new_counted_log1pexp(trace = TRUE)$h
+  untraced <- new_counted_log1pexp(trace = FALSE)$h
+  x <- c(-30, -1, 0, 2.5, 1000)
+  expect_equal(as.array(traced(x)), as.array(untraced(x)))
+  expect_equal(
+    as.array(op_grad(\(t) sum(traced(t)))(x)),
+    as.array(op_grad(\(t) sum(untraced(t)))(x))
+  )
+  # The custom gradient at x = 1000 is exactly 1 (the naive one is NaN).
+  expect_identical(as.array(op_grad(traced)(1000)), array(1))
+})
+
+test_that("trace = FALSE runs R at every call, without messages", {
+  skip_if_no_backend()
+  fn <- new_counted_log1pexp(trace = FALSE)
+  expect_no_message(for (i in 1:3) native_grads(function(t) sum(fn$h(t)), c(1, 2)))
+  expect_identical(fn$counts$f, 3)
+  expect_identical(fn$counts$grad, 3)
+})
+
+# A function whose f reads a value in R in the way `read` says.
+new_reading <- function(read, trace = TRUE) {
+  counts <- new.env()
+  counts$f <- 0
+  h <- op_custom_gradient(
+    function(x) {
+      counts$f <- counts$f + 1
+      k <- read(x)
+      tuple(x * k, function(upstream) upstream * k)
+    },
+    trace = trace
+  )
+  list(h = h, counts = counts)
+}
+
+# Each reads something in R and returns 2.
+value_reads <- list(
+  "as.numeric()" = function(x) as.numeric(sum(x)) * 0 + 2,
+  "if on a tensor" = function(x) if (as.logical(sum(x) > -1e9)) 2 else 3,
+  "print()" = function(x) {
+    utils::capture.output(print(x))
+    2
+  },
+  "R's RNG" = function(x) stats::runif(1) * 0 + 2
+)
+
+test_that("a value read in R falls back to R at every call, with one message", {
+  skip_if_no_backend()
+  for (what in names(value_reads)) {
+    fn <- new_reading(value_reads[[what]])
+    expect_message(
+      y <- fn$h(c(1, 2)),
+      class = "customgrad_message_fallback",
+      info = what
+    )
+    expect_tensor(y, c(1, 2) * 2, tolerance = 1e-6)
+    expect_no_message(y <- fn$h(c(3, 4)))
+    expect_tensor(y, c(3, 4) * 2, tolerance = 1e-6)
+    grads <- native_grads(function(t) sum(fn$h(t)), c(1, 2))
+    expect_values(grads[[1]], c(2, 2))
+    # The failed trace, then R at every call.
+    expect_gte(fn$counts$f, 4)
+  }
+})
+
+test_that("the fallback message says why", {
+  skip_if_no_backend()
+  fn <- new_reading(value_reads[["as.numeric()"]])
+  expect_snapshot(invisible(fn$h(1)))
+})
+
+test_that("strict tracing makes a fallback a classed error", {
+  skip_if_no_backend()
+  for (what in names(value_reads)) {
+    fn <- new_reading(value_reads[[what]], trace = "strict")
+    expect_error(fn$h(c(1, 2)), class = "customgrad_error_trace", info = what)
+  }
+  fn <- new_reading(value_reads[["as.numeric()"]], trace = "strict")
+  expect_snapshot(fn$h(1), error = TRUE)
+  # A function that traces is unaffected by strictness.
+  strict <- new_counted_log1pexp(trace = "strict")
+  expect_tensor(strict$h(0), log(2))
+})
+
+test_that("captured R values are fixed at the trace; Keras variables are read at every call", {
+  skip_if_no_backend()
+  k <- 2
+  v <- keras3::keras$Variable(3)
+  # keras3's op_*() with the variable: R arithmetic between a tensor and a
+  # Keras variable has two conflicting methods (untraced too).
+  h <- op_custom_gradient(function(x) {
+    tuple(op_multiply(x * k, v), function(upstream) op_multiply(upstream * k, v))
+  })
+  expect_tensor(h(1), 6)
+  k <- 10
+  v$assign(5)
+  expect_tensor(h(1), 10) # k still 2 (traced), v now 5
+  # A new signature (the backend's autodiff) is a new trace, which sees
+  # the k of now.
+  grads <- native_grads(function(t) sum(h(t)), c(1, 1))
+  expect_values(grads[[1]], c(50, 50))
+})
+
+test_that("captured Keras variables get no gradient through the function", {
+  skip_if_no_backend()
+  v <- keras3::keras$Variable(3)
+  h <- op_custom_gradient(function(x) {
+    tuple(op_multiply(x, v), function(upstream) op_multiply(upstream, v))
+  })
+  # TensorFlow hands the variables to the gradient: none for them, as on
+  # JAX and PyTorch; the input's gradient is right.
+  grads <- native_grads(function(t) sum(h(t)), c(1, 2))
+  expect_values(grads[[1]], c(3, 3))
+})
+
+test_that("a function that keeps retracing warns once and keeps a capped cache", {
+  skip_if_no_backend()
+  withr::local_options(customgrad.max_traces = 2L)
+  fn <- new_counted_log1pexp()
+  fn$h(1)
+  fn$h(c(1, 2))
+  expect_warning(fn$h(c(1, 2, 3)), class = "customgrad_warning_retrace")
+  expect_no_warning(fn$h(c(1, 2, 3, 4)))
+  expect_identical(core_of(fn$h)$n_cached, 2L)
+  # The oldest signature was dropped: calling it again traces again.
+  before <- fn$counts$f
+  expect_tensor(fn$h(1), log(1 + exp(1)), tolerance = 1e-6)
+  expect_identical(fn$counts$f, before + 1)
+})
+
+test_that("an error in f while tracing reaches the user, and nothing is cached", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    rlang::abort("no good", class = "my_error")
+  })
+  expect_error(h(1), class = "my_error")
+  expect_error(h(1), class = "my_error")
+})
+
+test_that("`trace` is checked", {
+  expect_error(
+    op_custom_gradient(identity, trace = "yes"),
+    class = "customgrad_error_trace_arg"
+  )
+  expect_snapshot(op_custom_gradient(identity, trace = NA), error = TRUE)
+})
+
+test_that("model$fit() on every backend runs R only while tracing", {
+  skip_if_no_backend()
+  fn <- new_counted_log1pexp()
+  model <- keras_model_sequential(input_shape = 3) |>
+    layer_dense(4) |>
+    layer_lambda(fn$h) |>
+    layer_dense(1)
+  model |> compile(optimizer = "sgd", loss = "mse")
+  x <- matrix(seq_len(48) / 48, 16, 3)
+  y <- matrix(seq_len(16) / 16, 16, 1)
+  history <- model |>
+    fit(x, y, epochs = 3, batch_size = 4, verbose = 0, shuffle = FALSE)
+  # 12 steps; R ran for a handful of traces (building, training).
+  expect_lte(fn$counts$f, 4)
+  expect_identical(fn$counts$f, fn$counts$grad)
+  loss <- history$metrics$loss
+  expect_true(all(is.finite(loss)))
+  expect_lt(loss[[3]], loss[[1]])
+})
