@@ -65,7 +65,8 @@ call_compiled <- function(state, args, call) {
     as_compile_input(args[[i]], what = argument_label(args, i), call = call)
   })
   names(inputs) <- names(args)
-  state$eager <- state$eager %||% identical(backend_name(), "torch")
+  # Whether the backend has a compiler that can trace R (PyTorch's can't).
+  state$eager <- state$eager %||% !autodiff_py()$backend_compiles()
   if (state$eager) {
     return(as_tensor_tree(
       do.call(state$f, inputs),

@@ -216,11 +216,19 @@ ns_env <- function() asNamespace("customgrad")
 
 # The body of every function that op_custom_gradient() returns.
 call_custom_gradient <- function(state, inputs) {
-  fn <- custom_gradient_callable(state)
-  with_python_errors(
-    do.call(fn, lapply(inputs, as_python_input)),
+  fn <- state$py_from_r
+  # NULL before the first call; a null pointer in a restored R session.
+  if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
+    custom_gradient_callable(state)
+    fn <- state$py_from_r
+  }
+  # py_call(): the callable as it is, not reticulate's R function around it
+  # (which costs more); results converted as keras3 hands them out.
+  out <- with_python_errors(
+    do.call(reticulate::py_call, c(list(fn), lapply(inputs, as_python_input))),
     call = sys.call(-1)
   )
+  reticulate::py_to_r(out)
 }
 
 # The Python callable behind a custom-gradient function, made on first use:
@@ -241,6 +249,8 @@ custom_gradient_callable <- function(state) {
       warn_retrace = r_callback(function(count) warn_retrace(f, count)),
       max_traces = max_traces()
     )
+    # R's own calls also keep the memory R holds bounded (python.R).
+    state$py_from_r <- reticulate::py_get_attr(fn, "from_r")
   }
   fn
 }
@@ -284,16 +294,19 @@ custom_gradient_forward <- function(
   tracing = FALSE
 ) {
   release_grads(released)
-  result <- as_f_result(run_traceable(do.call(f, inputs), tracing))
-  grad <- result[[2]]
-  convention <- grad_convention(grad)
-  callback <- grad_callback(grad, convention, inputs)
   if (tracing) {
-    check_traceable_grad(convention)
-    callback <- traced_callback(callback)
+    return(reply_trace_failed_on_error({
+      result <- as_f_result(run_traced(do.call(f, inputs)))
+      convention <- grad_convention(result[[2]])
+      check_traceable_grad(convention)
+      callback <- grad_callback(result[[2]], convention, inputs)
+      forward_reply(result[[1]], register_grad(traced_callback(callback)))
+    }))
   }
-  handle <- register_grad(callback)
-  list(result[[1]], handle)
+  result <- as_f_result(do.call(f, inputs))
+  grad <- result[[2]]
+  callback <- grad_callback(grad, grad_convention(grad), inputs)
+  forward_reply(value = result[[1]], grad = register_grad(callback))
 }
 
 # f's result as an R list of value and grad. keras3's tuple() is

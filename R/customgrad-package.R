@@ -34,6 +34,23 @@
 #' backward pass. Either way the gradients are checked before the backend
 #' sees them.
 #'
+#' Why trace on Keras symbolic tensors rather than record R's calls: every
+#' way R reaches a tensor operation (keras3's `op_*()`, which call Python
+#' directly; R arithmetic; methods of tensorflow R, keras3 and customgrad;
+#' another custom-gradient function) ends in a `keras.ops` function, and
+#' on a `KerasTensor` each of those records a node with its operation and
+#' arguments. So the recording sees everything `f` does without customgrad
+#' wrapping a single R function, is the same on the three backends, and
+#' costs nothing when R does not trace. A recorder of customgrad's own
+#' would see only customgrad's functions (a previous design did, and lost
+#' keras3's `op_*()`). What the recording can't hold shows up as an error
+#' on symbolic tensors (a value read, an operation without a symbolic
+#' form) and makes that signature call R. Replay runs each node's
+#' `operation.call()`, what `keras.ops` runs eagerly, from a flat list
+#' compiled once (Keras' own `Function` costs several times more per
+#' call), with elementwise arithmetic on the tensors' own operators where
+#' the traced dtypes show the result is the same.
+#'
 #' @section Memory:
 #' A tensor referenced from R is released only when R's garbage collector
 #' runs, and R does not know how big the tensor is. customgrad runs a minor

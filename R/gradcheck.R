@@ -120,9 +120,9 @@ gradcheck <- function(
   out <- reticulate::py_to_r(out)
   result <- gradcheck_result(
     leaves,
-    out[[1]],
-    out[[2]],
-    out[[3]],
+    out$analytic,
+    out$numeric,
+    out$shapes,
     labels[wrt],
     atol,
     rtol,

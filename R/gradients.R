@@ -157,14 +157,14 @@ call_grad_transform <- function(state, args, call) {
     do.call(fn, c(list(state$upstream_py), unname(inputs))),
     call = call
   )
-  grads <- out[[2]]
+  grads <- out$grad
   if (length(state$wrt) == 1) {
     grads <- grads[[1]]
   } else {
     labels <- names(args)[state$wrt]
     if (!is.null(labels) && any(nzchar(labels))) names(grads) <- labels
   }
-  if (state$with_value) list(value = out[[1]], grad = grads) else grads
+  if (state$with_value) list(value = out$value, grad = grads) else grads
 }
 
 # Called from Python with the arguments to differentiate.

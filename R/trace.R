@@ -4,13 +4,10 @@
 # makes reading a value or drawing R random numbers a failed trace; and the
 # one-time message and the retrace warning that Python asks R to show.
 
-# Evaluate `expr` (f or grad) as traced when `tracing`: reading a tensor's
-# value in R is an error (see keras_tensor_methods()), and so is drawing R
-# random numbers, whose values the trace would fix.
-run_traceable <- function(expr, tracing) {
-  if (!tracing) {
-    return(expr)
-  }
+# Evaluate `expr` (f or grad) as traced: reading a tensor's value in R is
+# an error (see keras_tensor_methods()), and so is drawing R random
+# numbers, whose values the trace would fix.
+run_traced <- function(expr) {
   the$tracing <- the$tracing + 1L
   on.exit(the$tracing <- the$tracing - 1L)
   seed <- random_seed()
@@ -23,6 +20,21 @@ run_traceable <- function(expr, tracing) {
     )
   }
   value
+}
+
+# While tracing, an error that means "this can't be traced" (a value read,
+# R's RNG, an operation that fails on symbolic tensors, an error of the
+# user's code there) is replied to Python as a trace-failed record, and
+# Python calls R at every call instead, where a real error shows as it
+# would untraced. customgrad's own checks of f's and grad's results are
+# raised as they are: they fail the same way untraced.
+reply_trace_failed_on_error <- function(expr) {
+  tryCatch(expr, error = function(cnd) {
+    if (inherits(cnd, "customgrad_error") && !inherits(cnd, "customgrad_error_trace_read")) {
+      stop(cnd)
+    }
+    trace_failed_reply(conditionMessage(cnd))
+  })
 }
 
 # R's Ops dispatch can't choose between a symbolic tensor's methods and
@@ -53,7 +65,7 @@ is_tracing <- function() {
 traced_callback <- function(callback) {
   force(callback)
   function(upstream, variables = NULL) {
-    run_traceable(callback(upstream, variables), tracing = TRUE)
+    reply_trace_failed_on_error(run_traced(callback(upstream, variables)))
   }
 }
 

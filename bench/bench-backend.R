@@ -52,7 +52,18 @@ passthrough_h <- keras$ops$custom_gradient(function(x) {
   reticulate::tuple(ops$log(ops$add(1, e)), grad)
 })
 
-r_impls <- list(passthrough = passthrough_h, customgrad = customgrad_h)
+# The floor: the same R code calling a custom gradient written in Python
+# (R-driven eager code can't beat it).
+floor_h <- local({
+  py_log1pexp <- ref$log1pexp
+  function(x) py_call(py_log1pexp, x)
+})
+
+r_impls <- list(
+  floor = floor_h,
+  passthrough = passthrough_h,
+  customgrad = customgrad_h
+)
 
 now_us <- function() as.numeric(Sys.time()) * 1e6
 
@@ -90,9 +101,9 @@ measure_eager <- function(impl, x) {
   now_us() - t0
 }
 
-impls <- c("python", "passthrough", "customgrad")
+impls <- c("python", "floor", "passthrough", "customgrad")
 rows <- list()
-add_rows <- function(mode, n, times, per_step_calls) {
+add_rows <- function(mode, n, times, per_step_calls, gc_per_step = 0) {
   for (impl in impls) {
     t <- times[[impl]]
     rows[[length(rows) + 1]] <<- data.frame(
@@ -101,7 +112,8 @@ add_rows <- function(mode, n, times, per_step_calls) {
       n = n,
       impl = impl,
       time_summary(t),
-      r_callbacks_per_step = per_step_calls[[impl]]
+      r_callbacks_per_step = per_step_calls[[impl]],
+      gc_per_step = if (impl == "customgrad") gc_per_step else 0
     )
   }
 }
@@ -109,10 +121,14 @@ add_rows <- function(mode, n, times, per_step_calls) {
 # customgrad counts its own.
 invisible(customgrad_h(0)) # loads customgrad's Python module
 bridge <- reticulate::import("customgrad._bridge", convert = FALSE)
+memory <- reticulate::import("customgrad._memory", convert = TRUE)
+# R collections customgrad asked for (each a minor gc(), a few ms).
+collections <- function() memory$stats()$collections
 callbacks <- function(impl) {
   switch(
     impl,
     python = 0,
+    floor = 0,
     passthrough = (calls[["passthrough f"]] %||% 0) +
       (calls[["passthrough grad"]] %||% 0),
     customgrad = reticulate::py_to_r(reticulate::py_get_item(
@@ -124,29 +140,38 @@ callbacks <- function(impl) {
 
 for (n in sizes) {
   x <- py_call(ref$make_input, n)
-  times <- list(python = c(), passthrough = c(), customgrad = c())
+  times <- lapply(rlang::set_names(impls), function(i) c())
   before <- NULL
   for (i in seq_len(warmup + reps)) {
     if (i == warmup + 1) {
       before <- vapply(impls, callbacks, 1)
+      gc_before <- collections()
     }
     for (impl in impls) {
       t <- measure_eager(impl, x)
       if (i > warmup) times[[impl]] <- c(times[[impl]], t)
     }
   }
-  add_rows("eager", n, times, (vapply(impls, callbacks, 1) - before) / reps)
+  add_rows(
+    "eager",
+    n,
+    times,
+    (vapply(impls, callbacks, 1) - before) / reps,
+    (collections() - gc_before) / reps
+  )
   cat(sprintf("%s eager n=%g done\n", backend, n))
 
   if (backend != "torch") {
+    # The floor is pure Python once compiled: the same as python.
     compiled <- list(
       python = py_call(ref$compile_step, ref$log1pexp),
+      floor = py_call(ref$compile_step, ref$log1pexp),
       passthrough = py_call(ref$compile_step, passthrough_h),
       customgrad = py_call(ref$compile_step, customgrad_h)
     )
     # Compiled steps are short and noisy: more repetitions.
     reps_compiled <- max(reps, 200L)
-    times <- list(python = c(), passthrough = c(), customgrad = c())
+    times <- lapply(rlang::set_names(impls), function(i) c())
     for (i in seq_len(warmup + reps_compiled)) {
       if (i == warmup + 1) {
         before <- vapply(impls, callbacks, 1)
@@ -170,6 +195,59 @@ utils::write.csv(
   file.path(out_dir, paste0(backend, "-steps.csv")),
   row.names = FALSE
 )
+
+# --- model$fit() per step: the activation in Python, through the plain
+# pass-through, through customgrad ------------------------------------------
+# One epoch per measurement, implementations interleaved epoch by epoch; the
+# same seed and data, so the losses must agree.
+fit_epochs <- as.integer(Sys.getenv("BENCH_FIT_EPOCHS", "12"))
+fit_warmup <- 2L
+fit_data <- py_call(ref$fit_data)
+fit_x <- reticulate::py_get_item(fit_data, 0L)
+fit_y <- reticulate::py_get_item(fit_data, 1L)
+fit_models <- list(
+  python = py_call(ref$make_mlp, ref$log1pexp),
+  passthrough = py_call(ref$make_mlp, passthrough_h),
+  customgrad = py_call(ref$make_mlp, reticulate::r_to_py(customgrad_h))
+)
+fit_times <- lapply(fit_models, function(m) c())
+fit_losses <- lapply(fit_models, function(m) c())
+fit_calls <- NULL
+for (epoch in seq_len(fit_warmup + fit_epochs)) {
+  if (epoch == fit_warmup + 1L) {
+    fit_calls <- callbacks("customgrad")
+  }
+  for (impl in names(fit_models)) {
+    out <- reticulate::py_to_r(
+      py_call(ref$fit_epoch, fit_models[[impl]], fit_x, fit_y)
+    )
+    fit_losses[[impl]] <- c(fit_losses[[impl]], out[[2]])
+    if (epoch > fit_warmup) {
+      fit_times[[impl]] <- c(fit_times[[impl]], out[[1]])
+    }
+  }
+}
+fit_steps <- fit_epochs * 2048 / 64
+fit_rows <- do.call(rbind, lapply(names(fit_models), function(impl) {
+  data.frame(
+    backend = backend,
+    impl = impl,
+    time_summary(fit_times[[impl]]),
+    final_loss = utils::tail(fit_losses[[impl]], 1),
+    max_loss_diff_vs_python = max(abs(fit_losses[[impl]] - fit_losses$python)),
+    r_callbacks_per_step = if (impl == "customgrad") {
+      (callbacks("customgrad") - fit_calls) / fit_steps
+    } else {
+      NA
+    }
+  )
+}))
+utils::write.csv(
+  fit_rows,
+  file.path(out_dir, paste0(backend, "-fit.csv")),
+  row.names = FALSE
+)
+cat(sprintf("%s fit done\n", backend))
 
 # --- where an eager step's time goes --------------------------------------
 # The same R harness around: a plain Python function (the harness alone),

@@ -137,3 +137,48 @@ def collect():
 
 def pid():
     return os.getpid()
+
+
+# --- model$fit(): the MLP of issue "R runs only when tracing" ---------------
+# 32 -> Dense 64 -> activation -> Dense 64 -> activation -> Dense 1, 2048
+# samples, batch 64, SGD, no shuffling: the same seed gives the same initial
+# weights, so models that differ only in how the activation is written must
+# train to the same losses.
+
+FIT_SAMPLES = 2048
+FIT_BATCH = 64
+
+
+def fit_data(seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(FIT_SAMPLES, 32)).astype("float32")
+    y = (np.sin(x[:, :1]) + 0.1 * x[:, 1:2] ** 2).astype("float32")
+    return x, y
+
+
+def make_mlp(activation, seed=1):
+    """The MLP with ``activation`` (a callable) after each hidden layer."""
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential(
+        [
+            keras.Input((32,)),
+            keras.layers.Dense(64),
+            keras.layers.Lambda(activation),
+            keras.layers.Dense(64),
+            keras.layers.Lambda(activation),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01), loss="mse")
+    return model
+
+
+def fit_epoch(model, x, y):
+    """One epoch of model.fit(): [microseconds per step, loss]."""
+    steps = -(-len(x) // FIT_BATCH)
+    t0 = time.perf_counter()
+    history = model.fit(x, y, epochs=1, batch_size=FIT_BATCH, shuffle=False, verbose=0)
+    elapsed = time.perf_counter() - t0
+    return [elapsed * 1e6 / steps, float(history.history["loss"][-1])]

@@ -29,6 +29,7 @@ steps <- read_all("steps")
 ops <- read_all("ops")
 memory <- read_all("memory")
 breakdown <- read_all("breakdown")
+fit <- read_all("fit")
 
 columns <- c(
   "backend",
@@ -38,7 +39,8 @@ columns <- c(
   "median_us",
   "p10_us",
   "p90_us",
-  "reps"
+  "reps",
+  "gc_per_step"
 )
 utils::write.csv(
   steps[columns],
@@ -56,6 +58,7 @@ utils::write.csv(
   file.path(results, "latest-breakdown.csv"),
   row.names = FALSE
 )
+utils::write.csv(fit, file.path(results, "latest-fit.csv"), row.names = FALSE)
 
 # --- ratios, targets, markdown ---------------------------------------------
 wide <- stats::reshape(
@@ -65,31 +68,23 @@ wide <- stats::reshape(
   direction = "wide"
 )
 wide$cg_vs_python <- wide$median_us.customgrad / wide$median_us.python
+wide$cg_vs_floor <- wide$median_us.customgrad / wide$median_us.floor
 wide$cg_vs_passthrough <- wide$median_us.customgrad / wide$median_us.passthrough
+verdict <- function(ok) ifelse(ok, "met", "MISSED")
 wide$target <- with(
   wide,
   ifelse(
     mode == "compiled",
     sprintf(
       "<= 1.05x python, 0 callbacks: %s",
-      ifelse(
-        cg_vs_python <= 1.05 & r_callbacks_per_step.customgrad == 0,
-        "met",
-        "MISSED"
-      )
+      verdict(cg_vs_python <= 1.05 & r_callbacks_per_step.customgrad == 0)
     ),
     ifelse(
       n == 1,
-      sprintf(
-        "<= 0.5x passthrough: %s",
-        ifelse(cg_vs_passthrough <= 0.5, "met", "MISSED")
-      ),
+      sprintf("<= 1.2x floor: %s", verdict(cg_vs_floor <= 1.2)),
       ifelse(
         n == 1e6,
-        sprintf(
-          "<= 1.3x python: %s",
-          ifelse(cg_vs_python <= 1.3, "met", "MISSED")
-        ),
+        sprintf("<= 1.3x python: %s", verdict(cg_vs_python <= 1.3)),
         ""
       )
     )
@@ -111,25 +106,66 @@ lines <- c(
     parallel::detectCores()
   ),
   "",
-  "| backend | mode | n | pure Python | pass-through | customgrad | customgrad / Python | customgrad / pass-through | R callbacks per step | target |",
-  "|---|---|---|---|---|---|---|---|---|---|"
+  "The floor is the same R harness calling log1pexp written as a Python custom gradient: R-driven eager code can't beat it. Compiled, it is pure Python.",
+  "",
+  "| backend | mode | n | pure Python | floor | pass-through | customgrad | customgrad / Python | customgrad / floor | customgrad / pass-through | R callbacks per step | target |",
+  "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 for (i in seq_len(nrow(wide))) {
   w <- wide[i, ]
   lines <- c(
     lines,
     sprintf(
-      "| %s | %s | %s | %s | %s | %s | %.2fx | %.2fx | %g | %s |",
+      "| %s | %s | %s | %s | %s | %s | %s | %.2fx | %.2fx | %.2fx | %g | %s |",
       w$backend,
       w$mode,
       format(w$n, scientific = w$n >= 1e6),
       fmt(w$median_us.python),
+      fmt(w$median_us.floor),
       fmt(w$median_us.passthrough),
       fmt(w$median_us.customgrad),
       w$cg_vs_python,
+      w$cg_vs_floor,
       w$cg_vs_passthrough,
       w$r_callbacks_per_step.customgrad,
       w$target
+    )
+  )
+}
+fit_us <- function(b, impl) fit$median_us[fit$backend == b & fit$impl == impl]
+lines <- c(
+  lines,
+  "",
+  sprintf(
+    "`model$fit()`, µs per step (median over %d interleaved epochs of 32 steps; p10-p90 in brackets): the MLP 32 -> Dense 64 -> log1pexp -> Dense 64 -> log1pexp -> Dense 1, with log1pexp written in Python, through the plain pass-through (keras3's style) and through customgrad. Same seed and data: the losses must match. Target: customgrad <= 1.05x Python.",
+    fit$reps[[1]]
+  ),
+  "",
+  "| backend | Python | pass-through | customgrad | customgrad / Python | pass-through / Python | customgrad / pass-through | max loss difference vs Python | R callbacks per step | target |",
+  "|---|---|---|---|---|---|---|---|---|---|"
+)
+for (b in backends) {
+  d <- fit[fit$backend == b, ]
+  row <- function(impl) d[d$impl == impl, ]
+  span <- function(impl) {
+    r <- row(impl)
+    sprintf("%s (%s-%s)", fmt(r$median_us), fmt(r$p10_us), fmt(r$p90_us))
+  }
+  ratio <- fit_us(b, "customgrad") / fit_us(b, "python")
+  lines <- c(
+    lines,
+    sprintf(
+      "| %s | %s | %s | %s | %.2fx | %.2fx | %.2fx | %.2g | %g | <= 1.05x: %s |",
+      b,
+      span("python"),
+      span("passthrough"),
+      span("customgrad"),
+      ratio,
+      fit_us(b, "passthrough") / fit_us(b, "python"),
+      fit_us(b, "customgrad") / fit_us(b, "passthrough"),
+      row("customgrad")$max_loss_diff_vs_python,
+      row("customgrad")$r_callbacks_per_step,
+      verdict(ratio <= 1.05)
     )
   )
 }
@@ -222,6 +258,7 @@ grDevices::png(
 graphics::par(mfrow = c(1, 3), mar = c(4.5, 4.5, 3, 1))
 colours <- c(
   python = "black",
+  floor = "darkgreen",
   passthrough = "firebrick",
   customgrad = "steelblue"
 )
@@ -257,7 +294,7 @@ for (b in backends) {
     legend = c(names(colours), "eager", "compiled"),
     bty = "n",
     col = c(colours, "grey40", "grey40"),
-    lty = c(1, 1, 1, 1, 2),
+    lty = c(1, 1, 1, 1, 1, 2),
     lwd = 2
   )
 }

@@ -2,9 +2,10 @@
 
 R hands :func:`custom_gradient` an R callback (``forward``) and gets back a
 Python callable that is differentiable on the active Keras backend.
-``forward(*inputs)`` runs R's ``f`` and replies ``[value, grad]``:
-``value`` a nest of tensors, ``grad`` the handle of the R gradient function,
-which R's ``run_grad`` callback runs in the backward pass (see ``_bridge``).
+``forward(*inputs)`` runs R's ``f`` and replies a record
+(``_messages.ForwardReply``): ``value``, a nest of tensors, and ``grad``,
+the handle of the R gradient function, which R's ``run_grad`` callback runs
+in the backward pass (see ``_bridge``).
 By default R's ``f`` and ``grad`` run once per input signature, on Keras
 symbolic tensors, and the calls after that replay what they did in Python
 (see ``_trace``).  Everything that depends on the backend's conventions
@@ -48,7 +49,7 @@ def custom_gradient(
 ):
     """Wrap an R ``forward`` callback into a differentiable callable.
 
-    ``forward(*inputs)`` returns ``[value, grad_handle]``; in the backward
+    ``forward(*inputs)`` replies ``{"value": ..., "grad": handle}``; in the backward
     pass R's grad runner is called with the handle, the upstream gradient
     and the variables ``f`` read, and returns one gradient per input.
     With ``trace``, R runs once per input signature (``forward`` is then
@@ -57,7 +58,8 @@ def custom_gradient(
     that failed and for too many traces (see ``_trace.Traced``).
     ``backend`` defaults to the active Keras backend.  The callable's
     ``core`` attribute is the object that runs ``f`` (its ``traces`` count
-    the traces made).
+    the traces made); its ``from_r`` attribute is the same callable for R's
+    calls, which also keeps the memory R holds bounded (``_memory``).
     """
     from keras.src.backend import any_symbolic_tensors
 
@@ -81,9 +83,16 @@ def custom_gradient(
         # trace): record a node in Keras' graph, as keras.ops functions do.
         if any_symbolic_tensors(args):
             return operation.symbolic_call(*args)
+        return differentiable(*args)
+
+    def call_from_r(*args):
+        # R holds what it gets until its garbage collector runs (_memory).
+        if any_symbolic_tensors(args):
+            return operation.symbolic_call(*args)
         _memory.at_boundary()
         return _memory.handed_to_r(differentiable(*args))
 
     call = adapter.finish(call)
     call.core = core
+    call.from_r = adapter.finish(call_from_r)
     return call

@@ -20,12 +20,13 @@ import collections
 
 import keras
 
-from customgrad import _bridge
+from customgrad import _backend, _bridge, _messages
 from customgrad._structure import flatten, unflatten
-from customgrad.errors import CustomGradError, DtypeError, NotScalarError, UpstreamError
+from customgrad.errors import DtypeError, NotScalarError, UpstreamError
 
 __all__ = [
     "DtypeError",
+    "backend_compiles",
     "NotScalarError",
     "UpstreamError",
     "compile_function",
@@ -36,7 +37,8 @@ __all__ = [
 
 
 def value_and_grad(fn, positions=None, backend=None):
-    """Return ``call(upstream, *args) -> [value, grads]`` for the R ``fn``.
+    """Return ``call(upstream, *args)`` for the R ``fn``, which replies
+    :func:`_messages.value_and_grad_reply`.
 
     ``fn(*args)`` returns the value, a nest of tensors.  With ``upstream``
     None the value must be one tensor with one element; otherwise
@@ -56,7 +58,9 @@ def value_and_grad(fn, positions=None, backend=None):
             return _upstream_tensors(upstream, values, out["spec"])
 
         values, grads = vjp(flat_fn, tensors, make_upstream)
-        return [unflatten(out["spec"], list(values)), unflatten(spec, list(grads))]
+        return _messages.value_and_grad_reply(
+            unflatten(out["spec"], list(values)), unflatten(spec, list(grads))
+        )
 
     return call
 
@@ -140,123 +144,27 @@ def _has_one_element(x):
 # --- Backends ---------------------------------------------------------------
 
 
-def _backend(backend):
-    return backend or keras.config.backend()
-
-
-def vjp_for(backend):
-    backend = _backend(backend)
-    if backend == "tensorflow":
-        return _vjp_tensorflow
-    if backend == "jax":
-        return _vjp_jax
-    if backend == "torch":
-        return _vjp_torch
-    raise CustomGradError(
-        f"The Keras backend {backend!r} is not supported; "
-        "use 'tensorflow', 'jax' or 'torch'."
-    )
-
-
-def _vjp_tensorflow(flat_fn, xs, make_upstream):
-    import tensorflow as tf
-
-    with tf.GradientTape() as tape:
-        # Distinct tensors per argument, even if the caller passed one
-        # tensor twice; an enclosing tape records the identity too.
-        xs = [tf.identity(x) for x in xs]
-        for x in xs:
-            tape.watch(x)
-        values = flat_fn(*xs)
-    upstream = make_upstream(values)
-    grads = tape.gradient(
-        values,
-        xs,
-        output_gradients=upstream,
-        unconnected_gradients=tf.UnconnectedGradients.ZERO,
-    )
-    return values, grads
-
-
-def _vjp_jax(flat_fn, xs, make_upstream):
-    import jax
-
-    values, pullback = jax.vjp(lambda *a: tuple(flat_fn(*a)), *xs)
-    grads = pullback(tuple(make_upstream(list(values))))
-    return list(values), list(grads)
-
-
-def _vjp_torch(flat_fn, xs, make_upstream):
-    import torch
-
-    create_graph = torch.is_grad_enabled()
-    with torch.enable_grad():
-        xs = [_torch_input(x, create_graph) for x in xs]
-        values = flat_fn(*xs)
-    upstream = make_upstream(values)
-    pairs = [(v, u) for v, u in zip(values, upstream) if v.requires_grad]
-    if pairs:
-        grads = torch.autograd.grad(
-            [v for v, _ in pairs],
-            xs,
-            grad_outputs=[u for _, u in pairs],
-            create_graph=create_graph,
-            allow_unused=True,
-        )
-    else:
-        grads = [None] * len(xs)
-    grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
-    if not create_graph:
-        values = [v.detach() for v in values]
-        grads = [g.detach() for g in grads]
-    return values, grads
-
-
-def _torch_input(x, keep_history):
-    """A tensor to differentiate with respect to, without touching ``x``."""
-    if keep_history and x.requires_grad:
-        return x.view_as(x)
-    return x.detach().requires_grad_(True)
-
-
-# --- float64 ----------------------------------------------------------------
+def vjp_for(backend=None):
+    """The backend's ``vjp(flat_fn, xs, make_upstream)`` (see ``_backend``)."""
+    return _backend.adapter(backend).vjp
 
 
 def enable_float64(backend=None):
-    """Make Keras ops compute in float64; return what :func:`restore_float64` needs.
-
-    JAX needs ``jax_enable_x64``.  On JAX and PyTorch, Keras' type promotion
-    also turns float64 results into float32 (to match JAX's default), so that
-    ``keras.ops.sin()`` of a float64 tensor is float32; the mapping is
-    switched off until :func:`restore_float64`.  TensorFlow needs nothing.
-    """
-    backend = _backend(backend)
-    if backend == "tensorflow":
-        return None
-    from keras.src.backend.common import dtypes
-
-    previous = {"promotion": dtypes.BIT64_TO_BIT32_DTYPE.get("float64")}
-    dtypes.BIT64_TO_BIT32_DTYPE["float64"] = "float64"
-    if backend == "jax":
-        import jax
-
-        previous["x64"] = bool(jax.config.jax_enable_x64)
-        jax.config.update("jax_enable_x64", True)
-    return previous
+    """Make Keras ops compute in float64; return what :func:`restore_float64`
+    needs (JAX needs ``jax_enable_x64``; on JAX and PyTorch, Keras' type
+    promotion must keep float64 results float64)."""
+    return [backend, _backend.adapter(backend).enable_float64()]
 
 
 def restore_float64(previous):
     """Undo :func:`enable_float64`."""
-    if not previous:
-        return
-    from keras.src.backend.common import dtypes
+    backend, state = previous
+    _backend.adapter(backend).restore_float64(state)
 
-    if previous.get("promotion") is not None:
-        dtypes.BIT64_TO_BIT32_DTYPE["float64"] = previous["promotion"]
-    if "x64" in previous:
-        import jax
 
-        jax.config.update("jax_enable_x64", previous["x64"])
+def backend_compiles(backend=None):
+    """Whether :func:`compile_function` compiles (else it runs eagerly)."""
+    return _backend.adapter(backend).COMPILES
 
 
 # --- Compiled calls -----------------------------------------------------------
@@ -270,20 +178,7 @@ def compile_function(fn, backend=None):
     **kwargs)`` compiled.  Arguments and the result are nests of tensors;
     the key order of dicts is kept (``jax.jit`` would sort it).
     """
-    backend = _backend(backend)
-    traced = _Traced(fn)
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        compiled = tf.function(traced, autograph=False)
-    elif backend == "jax":
-        import jax
-
-        compiled = jax.jit(traced)
-    elif backend == "torch":
-        compiled = traced
-    else:
-        vjp_for(backend)  # raises
+    compiled = _backend.adapter(backend).compile(_Traced(fn))
 
     def call(args, kwargs=None):
         args = [_ordered_dicts(a) for a in args]

@@ -1,10 +1,18 @@
 """The active backend's adapter module, chosen once.
 
 Each adapter (``_tensorflow``, ``_jax``, ``_torch``) implements the same
-interface: ``custom_gradient(fn)`` (a differentiable callable over
-``fn.forward``, see ``_trace``), ``FILL_NONE`` (whether a missing gradient
-must be zeros) and ``finish(call)`` (what the backend needs around the
-callable handed out).
+interface, and nothing else in the package asks which backend is active:
+
+* ``custom_gradient(fn)``: a differentiable callable over ``fn.forward``
+  (see ``_trace``); ``FILL_NONE``: whether a missing gradient must be
+  zeros; ``finish(call)``: what the backend needs around a callable.
+* ``vjp(flat_fn, xs, make_upstream)``: values and vector-Jacobian product.
+* ``compile(fn)`` and ``COMPILES``: the backend's tracing compiler, or the
+  function itself where there is none.
+* ``no_grad()``: a context without autograd recording.
+* ``enable_float64()`` / ``restore_float64(previous)``: float64 compute.
+* ``nbytes(x)``: the bytes of a concrete tensor (0 for anything else);
+  ``allocator_in_use()``: a reader of the backend's own allocator, or None.
 """
 
 import importlib

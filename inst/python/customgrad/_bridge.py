@@ -8,7 +8,7 @@ import threading
 
 import keras
 
-from customgrad import _memory
+from customgrad import _memory, _messages
 from customgrad._structure import flatten, unflatten
 from customgrad.errors import (
     GradientCountError,
@@ -97,12 +97,12 @@ def _released_kwargs():
 def call_forward(forward, inputs):
     """Run the R forward; return ``(flat value tensors, value spec, grad)``.
 
-    R returns ``[value, grad]``: ``value`` a nest of tensors, ``grad`` the
-    handle of the R gradient function (Python stand-ins for R return a
-    callable instead).
+    R replies a :class:`_messages.ForwardReply`.
     """
     # Not counted as handed to R: the inputs came from R's caller.
-    value, grad = call_r(forward, *inputs, count=False, **_released_kwargs())
+    value, grad = _messages.read_forward_reply(
+        call_r(forward, *inputs, count=False, **_released_kwargs())
+    )
     leaves, spec = flatten(value)
     return [to_tensor(x) for x in leaves], spec, Grad(grad)
 
@@ -128,6 +128,7 @@ def call_grad(grad, upstream, inputs, fill_none, variables=None, convert=None):
         result = call_r(grad.handle, upstream, variables)
     else:
         result = call_r(_grad_runner["run"], grad.handle, upstream, variables)
+    _messages.check_trace_failed(result)
     if variables is not None:
         result, variable_grads = result
         return normalize_gradients(result, inputs, fill_none, convert), variable_grads
@@ -235,3 +236,22 @@ def call_on_stack(calls, inner, tensors, in_spec):
 def pack(spec, leaves):
     """Put flat leaves back into ``spec``'s nest."""
     return unflatten(spec, leaves)
+
+
+def float64_promotion_off():
+    """Stop Keras' type promotion from turning float64 results into float32
+    (it does on JAX and PyTorch, to match JAX's default); return what
+    :func:`restore_float64_promotion` needs."""
+    from keras.src.backend.common import dtypes
+
+    previous = dtypes.BIT64_TO_BIT32_DTYPE.get("float64")
+    dtypes.BIT64_TO_BIT32_DTYPE["float64"] = "float64"
+    return previous
+
+
+def restore_float64_promotion(previous):
+    """Undo :func:`float64_promotion_off`."""
+    from keras.src.backend.common import dtypes
+
+    if previous is not None:
+        dtypes.BIT64_TO_BIT32_DTYPE["float64"] = previous

@@ -6,12 +6,10 @@ so that one vector-Jacobian product and two evaluations of ``fn`` per input
 element check every input element against every output element at once.
 """
 
-import contextlib
-
 import keras
 import numpy as np
 
-from customgrad import _autodiff, _bridge
+from customgrad import _autodiff, _backend, _bridge, _messages
 from customgrad._structure import flatten
 from customgrad.errors import CustomGradError
 
@@ -22,9 +20,8 @@ def gradcheck(fn, args, eps, positions=None, progress=None, backend=None):
     """Autodiff and numeric gradients of the R ``fn`` at ``args``.
 
     ``args`` is a list of arguments (nests of tensors allowed); they are cast
-    to float64.  Returns ``[analytic, numeric, shapes]``: one entry per leaf
-    tensor of ``args`` in flattening order, the gradients as flat float64
-    arrays in C order and the leaf's shape.  ``progress(done)``, if given,
+    to float64.  Returns :func:`_messages.gradcheck_reply`: one entry per
+    leaf tensor of ``args`` in flattening order.  ``progress(done)``, if given,
     is called after each element.
     """
     leaves, spec = flatten(list(args))
@@ -55,7 +52,7 @@ def gradcheck(fn, args, eps, positions=None, progress=None, backend=None):
 
     numeric = []
     done = 0
-    with _no_grad(backend):
+    with _backend.adapter(backend).no_grad():
         for i, x in enumerate(base):
             g = np.zeros(x.size)
             for k in range(x.size):
@@ -66,7 +63,8 @@ def gradcheck(fn, args, eps, positions=None, progress=None, backend=None):
                 if progress is not None:
                     _bridge.call_r(progress, done)
             numeric.append(g)
-    return [analytic, numeric, [[int(d) for d in x.shape] for x in base]]
+    shapes = [[int(d) for d in x.shape] for x in base]
+    return _messages.gradcheck_reply(analytic, numeric, shapes)
 
 
 def _weights(values):
@@ -90,11 +88,3 @@ def _perturbed(tensors, base, i, k, delta):
     flat = list(tensors)
     flat[i] = keras.ops.convert_to_tensor(x, dtype="float64")
     return flat
-
-
-def _no_grad(backend):
-    if (backend or keras.config.backend()) == "torch":
-        import torch
-
-        return torch.no_grad()
-    return contextlib.nullcontext()

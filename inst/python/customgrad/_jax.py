@@ -6,11 +6,15 @@ on tracers.  JAX wants a zero array, never None, for an input without a
 gradient.
 """
 
+import contextlib
+
 import jax
 
 from customgrad import _bridge
 
 FILL_NONE = True
+# jax.jit traces R once per signature.
+COMPILES = True
 
 
 def custom_gradient(fn):
@@ -44,3 +48,50 @@ def custom_gradient(fn):
 def finish(call):
     """Nothing to add on JAX."""
     return call
+
+
+def vjp(flat_fn, xs, make_upstream):
+    """Values of ``flat_fn(*xs)`` and the gradients of
+    ``sum(upstream * values)``, ``upstream = make_upstream(values)``."""
+    values, pullback = jax.vjp(lambda *a: tuple(flat_fn(*a)), *xs)
+    grads = pullback(tuple(make_upstream(list(values))))
+    return list(values), list(grads)
+
+
+def compile(fn):
+    """``fn`` compiled (R runs while it is traced)."""
+    return jax.jit(fn)
+
+
+def no_grad():
+    """Nothing to switch off: JAX differentiates only under its transforms."""
+    return contextlib.nullcontext()
+
+
+def enable_float64():
+    """Turn on ``jax_enable_x64`` and keep float64 results float64."""
+    previous = {
+        "promotion": _bridge.float64_promotion_off(),
+        "x64": bool(jax.config.jax_enable_x64),
+    }
+    jax.config.update("jax_enable_x64", True)
+    return previous
+
+
+def restore_float64(previous):
+    """Undo :func:`enable_float64`."""
+    _bridge.restore_float64_promotion(previous["promotion"])
+    jax.config.update("jax_enable_x64", previous["x64"])
+
+
+def nbytes(x):
+    """Bytes of a concrete array (tracers hold none); size * itemsize:
+    ``x.nbytes`` is ~10x slower, a cost on every op called from R."""
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        return x.size * x.dtype.itemsize
+    return 0
+
+
+def allocator_in_use():
+    """JAX's CPU arrays live in glibc's heap (``_memory`` reads it)."""
+    return None

@@ -8,10 +8,12 @@ into R running a minor ``gc()``, a few ms) when, since the last collection,
 either the tensors handed to R through the bridge or the memory the
 process has allocated have grown past a threshold.  The second covers what
 the bridge never sees: the tensors that keras3's ``op_*()`` functions hand
-to R inside ``f`` and ``grad``.  Two measures, either of which can make a
-collection due: glibc's count of bytes in use (``mallinfo2()``, ~1 us),
-which falls when R's collection frees tensors (PyTorch's and JAX's CPU
-tensors live there); TensorFlow's own allocator's count (~2 us); and the
+to R inside ``f`` and ``grad``, and the temporaries of the R code around
+the calls.  Three measures, any of which can make a collection due: glibc's
+count of bytes in use (``mallinfo2()``), which falls when R's collection
+frees tensors (PyTorch's and JAX's CPU tensors live there), read at most
+every 50 ms because it walks the allocator's free lists (over 1 ms in an R
+process); TensorFlow's own allocator's count (~2 us); and the
 resident set from ``/proc/self/statm``, which sees every allocator but
 stays high on their free lists, so garbage piles up further before it
 moves.  Where none can be read, only the bridge's bytes count.
@@ -23,9 +25,7 @@ threshold only marks a collection as due, and it runs at the next boundary
 are garbage; ops alone collect at four times the threshold.
 """
 
-import keras
-
-_BACKEND = keras.config.backend()
+from customgrad import _backend
 
 _state = {
     "bytes": 0,
@@ -61,7 +61,27 @@ def _glibc_in_use():
         info = mallinfo2()
         return info.uordblks + info.hblkhd  # heap chunks + mmapped chunks
 
-    return in_use
+    # mallinfo2() walks glibc's free lists: ~1 us in a fresh process, but
+    # over 1 ms in an R process full of freed memory. Read it at most every
+    # 50 ms (the other measures are read at every call).
+    return _at_most_every(in_use, 0.05)
+
+
+def _at_most_every(measure, seconds):
+    """``measure``, read again only when ``seconds`` have passed since the
+    last reading (the last value otherwise)."""
+    import time
+
+    last = {"time": -1e9, "value": 0}
+
+    def throttled():
+        now = time.monotonic()
+        if now - last["time"] >= seconds:
+            last["time"] = now
+            last["value"] = measure()
+        return last["value"]
+
+    return throttled
 
 
 def _statm_rss():
@@ -76,24 +96,9 @@ def _statm_rss():
     return lambda: int(os.pread(fd, 64, 0).split()[1]) * page
 
 
-def _tensorflow_in_use():
-    """A function giving the bytes TensorFlow's CPU allocator holds, or
-    None (other backends, or no allocator statistics)."""
-    if _BACKEND != "tensorflow":
-        return None
-    import tensorflow as tf
-
-    info = tf.config.experimental.get_memory_info
-    try:
-        info("CPU:0")
-    except (ValueError, RuntimeError):
-        return None
-    return lambda: info("CPU:0")["current"]
-
-
 _MEASURES = [
     m
-    for m in (_glibc_in_use(), _statm_rss(), _tensorflow_in_use())
+    for m in (_glibc_in_use(), _statm_rss(), _backend.adapter().allocator_in_use())
     if m is not None
 ]
 
@@ -162,33 +167,7 @@ def count_args(args):
     _state["bytes"] += total
 
 
-if _BACKEND == "torch":
-    import torch
-
-    def _leaf_nbytes(x):
-        if isinstance(x, torch.Tensor):
-            return x.nelement() * x.element_size()
-        return 0
-
-elif _BACKEND == "jax":
-    import jax
-
-    def _leaf_nbytes(x):
-        # Tracers hold no memory. size * itemsize: ``x.nbytes`` is ~10x
-        # slower, a cost on every op called from R.
-        if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
-            return x.size * x.dtype.itemsize
-        return 0
-
-else:
-    from tensorflow.python.framework.ops import EagerTensor
-
-    def _leaf_nbytes(x):
-        # Eager tensors only (a check against tf.Tensor is ~10x slower).
-        if isinstance(x, EagerTensor):
-            n = x.shape.num_elements()
-            return (n or 0) * x.dtype.size
-        return 0
+_leaf_nbytes = _backend.adapter().nbytes
 
 
 def _nbytes(x):

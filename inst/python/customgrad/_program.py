@@ -12,8 +12,22 @@ program is a loop of backend calls, ``operation.call(*args)``, which is what
 more per call for its generality.
 """
 
+import operator
+
 import keras
 from keras import KerasTensor
+
+# Keras' elementwise arithmetic, replayed with the tensors' own operators
+# where the trace shows the result is the same (see _native_arithmetic()):
+# they skip Keras' argument conversion and dtype resolution, which costs
+# more than the operation on small tensors.
+_NATIVE = {
+    "Add": operator.add,
+    "Subtract": operator.sub,
+    "Multiply": operator.mul,
+    "Divide": operator.truediv,
+    "TrueDivide": operator.truediv,
+}
 
 
 class GraphError(Exception):
@@ -216,6 +230,7 @@ def _step(node, slots):
     # Layers go through __call__ (building, masking); plain operations run
     # their eager body directly, as keras.ops does outside a trace.
     fn = operation if isinstance(operation, keras.Layer) else operation.call
+    fn = _native_arithmetic(node) or fn
     args = list(node.arguments.args)
     kwargs = dict(node.arguments.kwargs)
     slot_args = []
@@ -237,6 +252,31 @@ def _step(node, slots):
         slot_args = []
     outputs = [slots[id(out)] for out in node.outputs]
     return Step(fn, tuple(args), kwargs, slot_args, nested, outputs)
+
+
+def _native_arithmetic(node):
+    """The Python operator for an elementwise Add/Subtract/Multiply/Divide
+    whose operands are floating tensors of one dtype, or one floating tensor
+    and a Python number: there every backend's operator gives what Keras
+    gives (the tensor's dtype, weak-typed numbers), so Keras' conversions
+    can be skipped.  None otherwise."""
+    native = _NATIVE.get(type(node.operation).__name__)
+    args = node.arguments.args
+    if native is None or node.arguments.kwargs or len(args) != 2:
+        return None
+    dtypes = [a.dtype for a in args if isinstance(a, KerasTensor)]
+    numbers = [
+        a for a in args
+        if isinstance(a, (int, float)) and not isinstance(a, bool)
+    ]  # fmt: skip
+    if len(dtypes) + len(numbers) != 2 or not dtypes:
+        return None
+    if len(set(dtypes)) != 1 or not dtypes[0].startswith(("float", "bfloat")):
+        return None
+    out = node.outputs[0]
+    if out.dtype != dtypes[0]:
+        return None
+    return native
 
 
 def _holds_tensor(a):

@@ -6,13 +6,18 @@ flows through that read.  Variables that ``f`` reads itself follow TF's
 ``variables=`` contract.
 """
 
+import contextlib
+
 import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor
 
 from customgrad import _bridge
 from customgrad.errors import VariablesError
 
 # A gradient TensorFlow does not need may stay None.
 FILL_NONE = False
+# tf.function traces R once per signature.
+COMPILES = True
 
 
 def custom_gradient(fn):
@@ -66,3 +71,62 @@ def _variable_gradients(var_grads, variables):
 def finish(call):
     """Inside tf.function, AutoGraph must leave the bridge as it is."""
     return tf.autograph.experimental.do_not_convert(call)
+
+
+def vjp(flat_fn, xs, make_upstream):
+    """Values of ``flat_fn(*xs)`` and the gradients of
+    ``sum(upstream * values)``, ``upstream = make_upstream(values)``."""
+    with tf.GradientTape() as tape:
+        # Distinct tensors per argument, even if the caller passed one
+        # tensor twice; an enclosing tape records the identity too.
+        xs = [tf.identity(x) for x in xs]
+        for x in xs:
+            tape.watch(x)
+        values = flat_fn(*xs)
+    upstream = make_upstream(values)
+    grads = tape.gradient(
+        values,
+        xs,
+        output_gradients=upstream,
+        unconnected_gradients=tf.UnconnectedGradients.ZERO,
+    )
+    return values, grads
+
+
+def compile(fn):
+    """``fn`` compiled (R runs while it is traced)."""
+    return tf.function(fn, autograph=False)
+
+
+def no_grad():
+    """Nothing to switch off: TensorFlow records only under a tape."""
+    return contextlib.nullcontext()
+
+
+def enable_float64():
+    """TensorFlow computes in float64 as it is."""
+    return None
+
+
+def restore_float64(previous):
+    """Nothing to undo."""
+
+
+def nbytes(x):
+    """Bytes of an eager tensor (a check against tf.Tensor is ~10x slower);
+    0 for anything else."""
+    if isinstance(x, EagerTensor):
+        n = x.shape.num_elements()
+        return (n or 0) * x.dtype.size
+    return 0
+
+
+def allocator_in_use():
+    """A function giving the bytes TensorFlow's CPU allocator holds, or None
+    where it has no statistics."""
+    info = tf.config.experimental.get_memory_info
+    try:
+        info("CPU:0")
+    except (ValueError, RuntimeError):
+        return None
+    return lambda: info("CPU:0")["current"]

@@ -15,6 +15,8 @@ import torch
 from customgrad import _bridge
 
 FILL_NONE = False
+# PyTorch's compiler can't trace through R: compiled functions run eagerly.
+COMPILES = False
 
 
 class _Call:
@@ -66,3 +68,70 @@ def custom_gradient(fn):
 def finish(call):
     """Nothing to add on PyTorch."""
     return call
+
+
+def vjp(flat_fn, xs, make_upstream):
+    """Values of ``flat_fn(*xs)`` and the gradients of
+    ``sum(upstream * values)``, ``upstream = make_upstream(values)``, with
+    ``torch.autograd.grad`` on fresh leaves (or views of inputs that carry
+    history); with grad mode on, differentiable again."""
+    create_graph = torch.is_grad_enabled()
+    with torch.enable_grad():
+        xs = [_input(x, create_graph) for x in xs]
+        values = flat_fn(*xs)
+    upstream = make_upstream(values)
+    pairs = [(v, u) for v, u in zip(values, upstream) if v.requires_grad]
+    if pairs:
+        grads = torch.autograd.grad(
+            [v for v, _ in pairs],
+            xs,
+            grad_outputs=[u for _, u in pairs],
+            create_graph=create_graph,
+            allow_unused=True,
+        )
+    else:
+        grads = [None] * len(xs)
+    grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
+    if not create_graph:
+        values = [v.detach() for v in values]
+        grads = [g.detach() for g in grads]
+    return values, grads
+
+
+def _input(x, keep_history):
+    """A tensor to differentiate with respect to, without touching ``x``."""
+    if keep_history and x.requires_grad:
+        return x.view_as(x)
+    return x.detach().requires_grad_(True)
+
+
+def compile(fn):
+    """``fn`` itself (see ``COMPILES``)."""
+    return fn
+
+
+def no_grad():
+    """Autograd recording off."""
+    return torch.no_grad()
+
+
+def enable_float64():
+    """Keep float64 results float64."""
+    return _bridge.float64_promotion_off()
+
+
+def restore_float64(previous):
+    """Undo :func:`enable_float64`."""
+    _bridge.restore_float64_promotion(previous)
+
+
+def nbytes(x):
+    """Bytes of a tensor; 0 for anything else."""
+    if isinstance(x, torch.Tensor):
+        return x.nelement() * x.element_size()
+    return 0
+
+
+def allocator_in_use():
+    """PyTorch's CPU tensors live in glibc's heap (``_memory`` reads it)."""
+    return None

@@ -21,10 +21,10 @@ import keras
 import numpy as np
 from keras import KerasTensor
 
-from customgrad import _bridge
+from customgrad import _bridge, _messages
 from customgrad import _program
 from customgrad._structure import flatten
-from customgrad.errors import CustomGradError, TraceError, find_error
+from customgrad.errors import TraceError, find_error
 
 DEFAULT_MAX_TRACES = 32
 
@@ -73,8 +73,10 @@ class Traced:
 
     ``notify(reason)`` is R's callback for the first trace that failed: it
     shows the one-time message.  In strict mode a failed trace raises
-    :class:`TraceError` instead.  customgrad's own checks of ``f``'s and
-    ``grad``'s results raise at once: they fail the same way untraced.
+    :class:`TraceError` instead.  R decides what a failed trace is (it
+    replies a trace-failed record, see ``_messages``); errors it raises,
+    such as customgrad's checks of ``f``'s and ``grad``'s results, are raised
+    at once: they fail the same way untraced.
     ``warn_retrace(count)`` is R's callback for the first trace past
     ``max_traces``, after which the oldest trace is dropped for each new one.
     """
@@ -133,9 +135,15 @@ class Traced:
         self.traces += 1
         try:
             entry = _Trace(self.r_calls, flat, in_spec)
+        except _messages.TraceFailed as exc:
+            entry = _Fallback(str(exc))
         except Exception as exc:  # noqa: BLE001 - decided below
-            if _is_contract_error(exc):
+            if find_error(exc) is not None:
+                # customgrad's checks, and errors R raised rather than
+                # replying trace-failed: they fail the same way untraced.
                 raise
+            # Python could not trace it (an operation Keras can't record,
+            # a graph that can't be compiled).
             entry = _Fallback(_reason(exc))
         if isinstance(entry, _Fallback) and self.strict:
             raise TraceError(entry.reason)
@@ -158,22 +166,6 @@ def signature(flat, in_spec):
     )
 
 
-def _is_contract_error(exc):
-    """Whether ``exc`` is one of customgrad's checks of ``f``'s and
-    ``grad``'s results, from Python or from R: those fail the same way
-    untraced, so they are raised at once. Anything else (a value read in R,
-    an operation Keras can't record, an error of the user's code on
-    symbolic tensors) means: no trace, call R."""
-    found = find_error(exc)
-    if found is None:
-        return False
-    if isinstance(found, CustomGradError):
-        return True
-    r_class = getattr(found, "r_class", ())
-    classes = [r_class] if isinstance(r_class, str) else list(r_class)
-    return "customgrad_error" in classes and "customgrad_error_trace_read" not in classes
-
-
 def _reason(exc):
     """The message of an exception from R (the R condition's) or Python."""
     message = getattr(exc, "message", None)
@@ -193,12 +185,14 @@ class _Trace:
             KerasTensor(_bridge.static_shape(x), _dtype(x)) for x in flat
         ]
         inputs = _bridge.pack(in_spec, symbolic)
-        reply = _bridge.call_r(r_calls.r_forward, *inputs, count=False, tracing=True)
-        leaves, spec = flatten(reply[0])
+        reply = _messages.read_forward_reply(
+            _bridge.call_r(r_calls.r_forward, *inputs, count=False, tracing=True)
+        )
+        leaves, spec = flatten(reply.value)
         leaves = [_symbolic_leaf(x) for x in leaves]
         upstream = [KerasTensor(x.shape, x.dtype) for x in leaves]
         grads = _bridge.call_grad(
-            _bridge.Grad(reply[1]),
+            _bridge.Grad(reply.grad),
             _bridge.pack(spec, upstream),
             inputs,
             r_calls.fill_none,

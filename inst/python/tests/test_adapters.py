@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import customgrad
+from customgrad._messages import ForwardReply
 from customgrad.errors import GradientCountError, GradientShapeError, ThreadError
 
 BACKEND = keras.config.backend()
@@ -40,13 +41,18 @@ def grad_of(fn, *xs):
     return [np.zeros(tuple(x.shape)) if x.grad is None else x.grad.numpy() for x in xs]
 
 
+def reply(value, grad):
+    """What R's forward_reply() gives Python: a dict with named fields."""
+    return dict(ForwardReply(value, grad)._asdict())
+
+
 def log1pexp_forward(x, **hints):
     e = keras.ops.exp(x)
 
     def grad(upstream, variables):
         return [upstream * (1.0 - 1.0 / (1.0 + e))]
 
-    return [keras.ops.log(1.0 + e), grad]
+    return reply(keras.ops.log(1.0 + e), grad)
 
 
 def test_log1pexp_gradient_is_one_at_100():
@@ -61,7 +67,7 @@ def test_two_inputs_two_outputs():
             du, dv = upstream
             return [du * y + dv, du * x + dv]
 
-        return [[x * y, x + y], grad]
+        return reply([x * y, x + y], grad)
 
     h = customgrad.custom_gradient(forward)
     gx, gy = grad_of(lambda x, y: sum(keras.ops.sum(o) for o in h(x, y)), [2.0, 3.0], [5.0, 7.0])
@@ -71,7 +77,7 @@ def test_two_inputs_two_outputs():
 
 def test_wrong_gradient_count_is_caught():
     def forward(x, **hints):
-        return [x * 2.0, lambda upstream, variables: [upstream, upstream]]
+        return reply(x * 2.0, lambda upstream, variables: [upstream, upstream])
 
     h = customgrad.custom_gradient(forward)
     with pytest.raises(Exception) as info:
@@ -81,7 +87,7 @@ def test_wrong_gradient_count_is_caught():
 
 def test_wrong_gradient_shape_is_caught():
     def forward(x, **hints):
-        return [x * 2.0, lambda upstream, variables: [keras.ops.ones((3,))]]
+        return reply(x * 2.0, lambda upstream, variables: [keras.ops.ones((3,))])
 
     h = customgrad.custom_gradient(forward)
     with pytest.raises(Exception) as info:
@@ -96,7 +102,7 @@ def test_r_is_never_entered_from_another_thread():
 
     def forward(x, **hints):
         calls.append(x)
-        return [x, lambda upstream, variables: [upstream]]
+        return reply(x, lambda upstream, variables: [upstream])
 
     h = customgrad.custom_gradient(forward)
     errors = []
@@ -119,7 +125,7 @@ def test_nested_inputs_and_none_gradients():
         def grad(upstream, variables):
             return [[upstream * w, None], None]
 
-        return [keras.ops.sum(xs[0] * w) + keras.ops.sum(xs[1]), grad]
+        return reply(keras.ops.sum(xs[0] * w) + keras.ops.sum(xs[1]), grad)
 
     h = customgrad.custom_gradient(forward)
     gx = grad_of(lambda a, b, w: h([a, b], w), [1.0, 2.0], [3.0], [5.0, 7.0])
@@ -146,7 +152,7 @@ def test_an_r_condition_from_a_callback_is_found_with_its_fields():
 
 def test_symbolic_inputs_give_output_specs():
     def forward(x, **hints):
-        return [[x * 2.0, keras.ops.sum(x)], lambda upstream, variables: [upstream[0] * 2.0]]
+        return reply([x * 2.0, keras.ops.sum(x)], lambda upstream, variables: [upstream[0] * 2.0])
 
     h = customgrad.custom_gradient(forward)
     out = h(keras.KerasTensor((None, 3)))
@@ -165,7 +171,7 @@ def test_tensorflow_variables_contract():
             assert variables is not None and variables[0] is w
             return [[upstream * w], [upstream * x]]
 
-        return [x * w, grad]
+        return reply(x * w, grad)
 
     h = customgrad.custom_gradient(forward)
     x = tf.constant(3.0)

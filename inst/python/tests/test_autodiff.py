@@ -6,6 +6,12 @@ import numpy as np
 import pytest
 
 import customgrad
+from test_adapters import reply
+
+
+def parts(out):
+    """The value and gradients of a value_and_grad reply."""
+    return out["value"], out["grad"]
 from customgrad import _autodiff, _gradcheck
 
 BACKEND = keras.config.backend()
@@ -26,7 +32,7 @@ def sum_sin(x):
 def test_gradient_of_sin_is_cos():
     call = _autodiff.value_and_grad(sum_sin)
     x = tensor([0.0, 1.0, 2.0])
-    value, (grad,) = call(None, x)
+    value, (grad,) = parts(call(None, x))
     np.testing.assert_allclose(values(value), np.sum(np.sin([0, 1, 2])), rtol=1e-6)
     np.testing.assert_allclose(values(grad), np.cos([0, 1, 2]), rtol=1e-6)
 
@@ -38,7 +44,7 @@ def test_gradients_mirror_nested_arguments():
     call = _autodiff.value_and_grad(f)
     x = tensor([1.0, 2.0])
     p = {"w": tensor([3.0, 4.0]), "b": [tensor(5.0), tensor(6.0)]}
-    _, (gx, gp) = call(None, x, p)
+    _, (gx, gp) = parts(call(None, x, p))
     assert list(gp) == ["w", "b"]
     np.testing.assert_allclose(values(gx), [6.0, 16.0])
     np.testing.assert_allclose(values(gp["w"]), [1.0, 4.0])
@@ -48,14 +54,14 @@ def test_gradients_mirror_nested_arguments():
 def test_upstream_gives_a_vector_jacobian_product():
     call = _autodiff.value_and_grad(keras.ops.exp)
     x = tensor([0.0, 1.0])
-    value, (grad,) = call(tensor([1.0, 10.0]), x)
+    value, (grad,) = parts(call(tensor([1.0, 10.0]), x))
     np.testing.assert_allclose(values(value), np.exp([0, 1]), rtol=1e-6)
     np.testing.assert_allclose(values(grad), [1.0, 10 * np.e], rtol=1e-6)
 
 
 def test_unconnected_argument_gets_zeros():
     call = _autodiff.value_and_grad(lambda x, y: keras.ops.sum(x))
-    _, (_, gy) = call(None, tensor([1.0]), tensor([2.0, 3.0]))
+    _, (_, gy) = parts(call(None, tensor([1.0]), tensor([2.0, 3.0])))
     np.testing.assert_array_equal(values(gy), [0.0, 0.0])
 
 
@@ -75,10 +81,10 @@ def test_second_derivative_of_sin_is_minus_sin():
     inner = _autodiff.value_and_grad(keras.ops.sin)
 
     def dsin(x):
-        return inner(None, x)[1][0]
+        return inner(None, x)["grad"][0]
 
     outer = _autodiff.value_and_grad(dsin)
-    _, (g2,) = outer(None, tensor(1.0))
+    _, (g2,) = parts(outer(None, tensor(1.0)))
     np.testing.assert_allclose(values(g2), -np.sin(1.0), rtol=1e-6)
 
 
@@ -88,16 +94,16 @@ def test_torch_leaves_the_callers_tensors_alone():
 
     call = _autodiff.value_and_grad(sum_sin)
     x = torch.tensor([1.0, 2.0])
-    _, (g,) = call(None, x)
+    _, (g,) = parts(call(None, x))
     assert not x.requires_grad and x.grad is None
     y = torch.tensor([1.0, 2.0], requires_grad=True)
-    _, (g,) = call(None, y)
+    _, (g,) = parts(call(None, y))
     assert y.grad is None
     # grad mode on and y carries history: the gradient is differentiable.
     keras.ops.sum(g).backward()
     np.testing.assert_allclose(y.grad.numpy(), -np.sin([1.0, 2.0]), rtol=1e-6)
     with torch.no_grad():
-        _, (g,) = call(None, y)
+        _, (g,) = parts(call(None, y))
     assert not g.requires_grad
 
 
@@ -106,9 +112,9 @@ def test_jax_gradient_works_under_jit_and_grad():
     import jax
 
     call = _autodiff.value_and_grad(sum_sin)
-    jitted = jax.jit(lambda x: call(None, x)[1][0])
+    jitted = jax.jit(lambda x: call(None, x)["grad"][0])
     np.testing.assert_allclose(values(jitted(tensor([1.0]))), np.cos([1.0]), rtol=1e-6)
-    outer = jax.grad(lambda x: keras.ops.sum(call(None, x)[1][0]))
+    outer = jax.grad(lambda x: keras.ops.sum(call(None, x)["grad"][0]))
     np.testing.assert_allclose(values(outer(tensor([1.0]))), -np.sin([1.0]), rtol=1e-6)
 
 
@@ -117,7 +123,7 @@ def test_tensorflow_gradient_works_in_tf_function():
     import tensorflow as tf
 
     call = _autodiff.value_and_grad(sum_sin)
-    traced = tf.function(lambda x: call(None, x)[1][0])
+    traced = tf.function(lambda x: call(None, x)["grad"][0])
     np.testing.assert_allclose(values(traced(tensor([1.0]))), np.cos([1.0]), rtol=1e-6)
 
 
@@ -125,14 +131,14 @@ def wrong_sin_forward(x, **hints):
     def grad(upstream, variables):
         return [upstream * keras.ops.sin(x)]  # should be cos(x)
 
-    return [keras.ops.sin(x), grad]
+    return reply(keras.ops.sin(x), grad)
 
 
 def right_sin_forward(x, **hints):
     def grad(upstream, variables):
         return [upstream * keras.ops.cos(x)]
 
-    return [keras.ops.sin(x), grad]
+    return reply(keras.ops.sin(x), grad)
 
 
 def test_gradcheck_passes_a_right_custom_gradient():
@@ -140,7 +146,7 @@ def test_gradcheck_passes_a_right_custom_gradient():
     previous = _autodiff.enable_float64()
     try:
         x = tensor([[0.5, 1.0], [1.5, 2.0]])
-        analytic, numeric, shapes = _gradcheck.gradcheck(h, [x], 1e-6)
+        analytic, numeric, shapes = _gradcheck.gradcheck(h, [x], 1e-6).values()
     finally:
         _autodiff.restore_float64(previous)
     assert shapes == [[2, 2]]
@@ -158,7 +164,7 @@ def test_gradcheck_catches_a_wrong_custom_gradient():
     try:
         analytic, numeric, _ = _gradcheck.gradcheck(
             f, [tensor([0.5, 1.0])], 1e-6, progress=done.append
-        )
+        ).values()
     finally:
         _autodiff.restore_float64(previous)
     np.testing.assert_allclose(analytic[0], np.sin([0.5, 1.0]), rtol=1e-9)
@@ -173,7 +179,7 @@ def test_gradcheck_checks_nested_inputs_in_float64():
     previous = _autodiff.enable_float64()
     try:
         args = [{"a": tensor([2.0]), "b": tensor(0.5)}]
-        analytic, numeric, shapes = _gradcheck.gradcheck(f, args, 1e-6)
+        analytic, numeric, shapes = _gradcheck.gradcheck(f, args, 1e-6).values()
     finally:
         _autodiff.restore_float64(previous)
     assert shapes == [[1], []]

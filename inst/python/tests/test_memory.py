@@ -66,3 +66,15 @@ def test_resident_memory_is_read_on_linux():
         now = _memory._memory_now()
         assert len(now) >= 2
         assert now[0] > 0 and now[1] > 0  # TensorFlow's may be 0
+
+
+def test_a_slow_measure_is_read_at_most_every_interval():
+    readings = []
+
+    def measure():
+        readings.append(1)
+        return len(readings)
+
+    throttled = _memory._at_most_every(measure, 60)
+    assert [throttled() for _ in range(5)] == [1] * 5
+    assert len(readings) == 1
