@@ -31,19 +31,23 @@ r_callback <- function(fn, convert = TRUE) {
 # Evaluate a call into Python; errors that come back from customgrad's
 # Python module become R errors again: the original R condition for one
 # raised in an R callback, a classed customgrad error for the module's own
-# checks.
+# checks. A calling handler (cheaper than tryCatch() on every call): it
+# sees only errors that reach this frame, since an R error inside a Python
+# callback is caught by reticulate's own handler, which is established
+# later, in the callback; anything not from customgrad goes on as it is.
 with_python_errors <- function(expr, call = rlang::caller_env()) {
-  tryCatch(expr, error = function(cnd) rethrow_python_error(cnd, call))
+  withCallingHandlers(expr, error = function(cnd) {
+    if (inherits(cnd, "python.builtin.BaseException")) {
+      rethrow_python_error(cnd, call)
+    }
+  })
 }
 
 rethrow_python_error <- function(cnd, call) {
-  if (!inherits(cnd, "python.builtin.BaseException")) {
-    stop(cnd)
-  }
   py <- customgrad_py()
   found <- py$find_error(cnd)
   if (is.null(found)) {
-    stop(cnd)
+    return(invisible())
   }
   r_class <- reticulate::py_get_attr(found, "r_class")
   if (!inherits(r_class, "python.builtin.str")) {

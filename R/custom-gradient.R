@@ -186,8 +186,7 @@ op_custom_gradient <- function(f, trace = TRUE) {
   state$f <- f
   state$trace <- trace
   fmls <- formals(args(f)) %||% alist(... = )
-  inputs <- lapply(names(fmls), as.symbol)
-  body <- rlang::expr(call_custom_gradient(.customgrad_state, list(!!!inputs)))
+  body <- custom_gradient_body(lapply(names(fmls), as.symbol))
   env <- rlang::env(ns_env(), .customgrad_state = state)
   h <- rlang::new_function(fmls, body, env)
   class(h) <- c("customgrad_function", "function")
@@ -214,21 +213,57 @@ r_to_py.customgrad_function <- function(x, convert = FALSE) {
 
 ns_env <- function() asNamespace("customgrad")
 
-# The body of every function that op_custom_gradient() returns.
+# The body of a function that op_custom_gradient() returns: the call of
+# its Python callable written out with f's arguments (each a tensor or a
+# nest of them), the fewest R steps per call.
+custom_gradient_body <- function(inputs) {
+  if (any(vapply(inputs, identical, TRUE, quote(...)))) {
+    return(rlang::expr(call_custom_gradient(.customgrad_state, list(!!!inputs))))
+  }
+  args <- lapply(inputs, function(x) rlang::expr(as_python_input(!!x)))
+  rlang::expr({
+    fn <- .customgrad_state$py_from_r
+    if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
+      fn <- custom_gradient_entry(.customgrad_state)
+    }
+    as_r_result(with_python_errors(
+      reticulate::py_call(fn, !!!args),
+      call = sys.call()
+    ))
+  })
+}
+
+# The same for an f with `...`.
 call_custom_gradient <- function(state, inputs) {
   fn <- state$py_from_r
-  # NULL before the first call; a null pointer in a restored R session.
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
-    custom_gradient_callable(state)
-    fn <- state$py_from_r
+    fn <- custom_gradient_entry(state)
   }
-  # py_call(): the callable as it is, not reticulate's R function around it
-  # (which costs more); results converted as keras3 hands them out.
   out <- with_python_errors(
     do.call(reticulate::py_call, c(list(fn), lapply(inputs, as_python_input))),
     call = sys.call(-1)
   )
-  reticulate::py_to_r(out)
+  as_r_result(out)
+}
+
+# A result as keras3 hands it out: several outputs as an R list (nested
+# like f's value); a tensor as py_call() returned it, with conversion
+# already on (py_to_r() on it would cost ~15 us to change nothing).
+as_r_result <- function(out) {
+  if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
+    return(reticulate::py_to_r(out))
+  }
+  out
+}
+
+# R's entry into the Python callable (made on first use; made again in a
+# restored R session, where the old one is a null pointer): it also keeps
+# the memory R holds bounded (python.R). py_call() calls it as it is,
+# without reticulate's R function around it, which costs more; results are
+# converted as keras3 hands them out.
+custom_gradient_entry <- function(state) {
+  custom_gradient_callable(state)
+  state$py_from_r
 }
 
 # The Python callable behind a custom-gradient function, made on first use:
