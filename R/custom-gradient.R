@@ -218,7 +218,10 @@ ns_env <- function() asNamespace("customgrad")
 # nest of them), the fewest R steps per call.
 custom_gradient_body <- function(inputs) {
   if (any(vapply(inputs, identical, TRUE, quote(...)))) {
-    return(rlang::expr(call_custom_gradient(.customgrad_state, list(!!!inputs))))
+    return(rlang::expr(call_custom_gradient(
+      .customgrad_state,
+      list(!!!inputs)
+    )))
   }
   args <- lapply(inputs, function(x) rlang::expr(as_python_input(!!x)))
   rlang::expr({

@@ -30,7 +30,10 @@ run_traced <- function(expr) {
 # raised as they are: they fail the same way untraced.
 reply_trace_failed_on_error <- function(expr) {
   tryCatch(expr, error = function(cnd) {
-    if (inherits(cnd, "customgrad_error") && !inherits(cnd, "customgrad_error_trace_read")) {
+    if (
+      inherits(cnd, "customgrad_error") &&
+        !inherits(cnd, "customgrad_error_trace_read")
+    ) {
       stop(cnd)
     }
     trace_failed_reply(conditionMessage(cnd))

@@ -228,20 +228,25 @@ for (epoch in seq_len(fit_warmup + fit_epochs)) {
   }
 }
 fit_steps <- fit_epochs * 2048 / 64
-fit_rows <- do.call(rbind, lapply(names(fit_models), function(impl) {
-  data.frame(
-    backend = backend,
-    impl = impl,
-    time_summary(fit_times[[impl]]),
-    final_loss = utils::tail(fit_losses[[impl]], 1),
-    max_loss_diff_vs_python = max(abs(fit_losses[[impl]] - fit_losses$python)),
-    r_callbacks_per_step = if (impl == "customgrad") {
-      (callbacks("customgrad") - fit_calls) / fit_steps
-    } else {
-      NA
-    }
-  )
-}))
+fit_rows <- do.call(
+  rbind,
+  lapply(names(fit_models), function(impl) {
+    data.frame(
+      backend = backend,
+      impl = impl,
+      time_summary(fit_times[[impl]]),
+      final_loss = utils::tail(fit_losses[[impl]], 1),
+      max_loss_diff_vs_python = max(abs(
+        fit_losses[[impl]] - fit_losses$python
+      )),
+      r_callbacks_per_step = if (impl == "customgrad") {
+        (callbacks("customgrad") - fit_calls) / fit_steps
+      } else {
+        NA
+      }
+    )
+  })
+)
 utils::write.csv(
   fit_rows,
   file.path(out_dir, paste0(backend, "-fit.csv")),

@@ -71,7 +71,11 @@ test_that("traced and untraced give the same values and gradients", {
 test_that("trace = FALSE runs R at every call, without messages", {
   skip_if_no_backend()
   fn <- new_counted_log1pexp(trace = FALSE)
-  expect_no_message(for (i in 1:3) native_grads(function(t) sum(fn$h(t)), c(1, 2)))
+  expect_no_message(
+    for (i in 1:3) {
+      native_grads(function(t) sum(fn$h(t)), c(1, 2))
+    }
+  )
   expect_identical(fn$counts$f, 3)
   expect_identical(fn$counts$grad, 3)
 })
@@ -147,7 +151,9 @@ test_that("captured R values are fixed at the trace; Keras variables are read at
   # keras3's op_*() with the variable: R arithmetic between a tensor and a
   # Keras variable has two conflicting methods (untraced too).
   h <- op_custom_gradient(function(x) {
-    tuple(op_multiply(x * k, v), function(upstream) op_multiply(upstream * k, v))
+    tuple(op_multiply(x * k, v), function(upstream) {
+      op_multiply(upstream * k, v)
+    })
   })
   expect_tensor(h(1), 6)
   k <- 10
