@@ -59,7 +59,7 @@ def custom_gradient(
     ``backend`` defaults to the active Keras backend.  The callable's
     ``core`` attribute is the object that runs ``f`` (its ``traces`` count
     the traces made); its ``from_r`` attribute is the same callable for R's
-    calls, which also keeps the memory R holds bounded (``_memory``).
+    calls, which also counts the result as held by R (``_memory``).
     """
     from keras.src.backend import any_symbolic_tensors
 
@@ -83,13 +83,16 @@ def custom_gradient(
         # trace): record a node in Keras' graph, as keras.ops functions do.
         if any_symbolic_tensors(args):
             return operation.symbolic_call(*args)
+        # R may hold tensors of the code around this call (a loop of
+        # jax$grad() from R): collect them if due (_memory).
+        _memory.at_boundary()
         return differentiable(*args)
 
     def call_from_r(*args):
-        # R holds what it gets until its garbage collector runs (_memory).
         if any_symbolic_tensors(args):
             return operation.symbolic_call(*args)
         _memory.at_boundary()
+        # R holds the result until its garbage collector runs.
         return _memory.handed_to_r(differentiable(*args))
 
     call = adapter.finish(call)

@@ -25,7 +25,11 @@ threshold only marks a collection as due, and it runs at the next boundary
 are garbage; ops alone collect at four times the threshold.
 """
 
+import threading
+
 from customgrad import _backend
+
+_MAIN = threading.main_thread()
 
 _state = {
     "bytes": 0,
@@ -151,7 +155,9 @@ def at_boundary():
 
 
 def _collect():
-    if _state["collect"] is None:
+    # R runs on the main thread only (a call from a tf.data map or a
+    # backward thread waits for the next boundary there).
+    if _state["collect"] is None or threading.current_thread() is not _MAIN:
         return
     _state["bytes"] = 0
     _state["collections"] += 1

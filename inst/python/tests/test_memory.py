@@ -78,3 +78,37 @@ def test_a_slow_measure_is_read_at_most_every_interval():
     throttled = _memory._at_most_every(measure, 60)
     assert [throttled() for _ in range(5)] == [1] * 5
     assert len(readings) == 1
+
+
+def test_no_collection_off_the_main_thread():
+    import threading
+
+    calls = []
+    _memory.set_collector(lambda: calls.append(1), 1000)
+    try:
+        _memory.handed_to_r(keras.ops.ones((1000,)))
+        worker = threading.Thread(target=_memory.at_boundary)
+        worker.start()
+        worker.join()
+        assert calls == []  # R can't run there
+        _memory.at_boundary()
+        assert calls == [1]
+    finally:
+        _memory.set_collector(None, 128 * 2**20)
+
+
+def test_calls_from_python_collect_when_due():
+    # R may hold tensors of the code around a call from Python (a loop of
+    # jax$grad() run from R): the call collects them when due.
+    import customgrad
+    from test_adapters import log1pexp_forward
+
+    calls = []
+    h = customgrad.custom_gradient(log1pexp_forward)
+    _memory.set_collector(lambda: calls.append(1), 1000)
+    try:
+        _memory.handed_to_r(keras.ops.ones((1000,)))
+        h(keras.ops.convert_to_tensor([1.0]))
+        assert calls == [1]
+    finally:
+        _memory.set_collector(None, 128 * 2**20)
