@@ -34,15 +34,25 @@
 #'   variables it did not get as inputs, `grad` is called with `variables = `
 #'   those variables and returns `list(input_gradients, variable_gradients)`.
 #'
-#' Inputs that are not tensors (R numbers and arrays) become tensors through
-#' keras3's [keras3::op_convert_to_tensor()], with the dtype keras3 gives an
-#' R vector of doubles (`float64` on TensorFlow and PyTorch, `float32` on
-#' JAX) for every R double, numbers included, so that the inputs of one call
-#' agree (keras3 alone makes an R number `float32`, and TensorFlow refuses
-#' to mix `float32` and `float64`). R integers and logicals become `int32`
-#' and `bool` tensors. For another dtype, pass a tensor:
-#' `h(op_convert_to_tensor(x, "float32"))`. Inside `f` and `grad`, use keras3's `op_*()` functions and R
-#' arithmetic on tensors.
+#' Arguments that are R doubles (numbers, vectors, arrays) become tensors
+#' through keras3's [keras3::op_convert_to_tensor()], with the dtype keras3
+#' gives an R vector of doubles (`float64` on TensorFlow and PyTorch,
+#' `float32` on JAX) for every R double, numbers included, so that the
+#' inputs of one call agree (keras3 alone makes an R number `float32`, and
+#' TensorFlow refuses to mix `float32` and `float64`). R integer and logical
+#' vectors and arrays become `int32` and `bool` tensors. For another dtype,
+#' pass a tensor: `h(op_convert_to_tensor(x, "float32"))`. Lists are nested
+#' inputs, element by element.
+#'
+#' Other arguments are options, as keras3's functions take them: `NULL`,
+#' strings, a single integer or logical (`axis = 2L`, `keepdims = TRUE`),
+#' functions. They reach `f` unchanged, get no gradient (`grad` returns
+#' `NULL` for them), and each value is traced on its own (see "When R
+#' runs"). Anything else (complex numbers, say) is an error of class
+#' `customgrad_error_input` naming the argument.
+#'
+#' Inside `f` and `grad`, use keras3's `op_*()` functions and R arithmetic
+#' on tensors.
 #'
 #' @section When R runs:
 #' By default (`trace = TRUE`) R runs `f` and `grad` once per *input
@@ -53,7 +63,10 @@
 #' runs that recording in Python, on every backend, eagerly and inside
 #' `tf.function`, `jax$jit()` and `model$fit()`. The signature is the
 #' nesting of the inputs and, for each input tensor, its shape, dtype and
-#' kind (eager or symbolic), plus Keras' float type (`config_floatx()`). The
+#' kind (eager or symbolic), the values of the arguments that are not
+#' tensors, and Keras' float type (`config_floatx()`). Whether a backward
+#' pass follows is not part of it: `grad` is traced with `f`, so one trace
+#' serves calls with and without gradients. The
 #' semantics are those of `jax$jit()` and [op_compile()]:
 #'
 #' * R side effects (`cat()`, counters, files) happen while tracing, not at
@@ -185,6 +198,7 @@ op_custom_gradient <- function(f, trace = TRUE) {
   state <- new.env(parent = emptyenv())
   state$f <- f
   state$trace <- trace
+  state$statics <- new.env(parent = emptyenv()) # non-tensor arguments
   fmls <- formals(args(f)) %||% alist(... = )
   body <- custom_gradient_body(lapply(names(fmls), as.symbol))
   env <- rlang::env(ns_env(), .customgrad_state = state)
@@ -223,7 +237,14 @@ custom_gradient_body <- function(inputs) {
       list(!!!inputs)
     )))
   }
-  args <- lapply(inputs, function(x) rlang::expr(as_python_input(!!x)))
+  args <- lapply(inputs, function(x) {
+    rlang::expr(as_python_input(
+      !!x,
+      .customgrad_state,
+      !!as.character(x),
+      call = sys.call()
+    ))
+  })
   rlang::expr({
     fn <- .customgrad_state$py_from_r
     if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
@@ -242,9 +263,15 @@ call_custom_gradient <- function(state, inputs) {
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     fn <- custom_gradient_entry(state)
   }
+  call <- sys.call(-1)
+  labels <- names(inputs) %||% character(length(inputs))
+  labels[!nzchar(labels)] <- paste0("..", which(!nzchar(labels)))
+  args <- lapply(seq_along(inputs), function(i) {
+    as_python_input(inputs[[i]], state, labels[[i]], call)
+  })
   out <- with_python_errors(
-    do.call(reticulate::py_call, c(list(fn), lapply(inputs, as_python_input))),
-    call = sys.call(-1)
+    do.call(reticulate::py_call, c(list(fn), args)),
+    call = call
   )
   as_r_result(out)
 }
@@ -276,8 +303,10 @@ custom_gradient_callable <- function(state) {
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     py <- customgrad_py()
     f <- state$f
+    statics <- state$statics
     forward <- r_callback(function(..., released = NULL, tracing = FALSE) {
-      custom_gradient_forward(f, list(...), released, tracing)
+      inputs <- restore_statics(list(...), statics)
+      custom_gradient_forward(f, inputs, released, tracing)
     })
     fn <- state$py <- py$custom_gradient(
       forward,
@@ -293,18 +322,79 @@ custom_gradient_callable <- function(state) {
   fn
 }
 
-# An input as a tensor (r_to_tensor()); lists stay lists (nested inputs).
-as_python_input <- function(x) {
+# An argument for Python: tensors as they are; R doubles, and integer and
+# logical vectors and arrays, as tensors (r_to_tensor()); lists stay lists
+# (nested inputs), element by element. Other values (NULL, strings, single
+# integers and logicals such as `axis = 2L`, functions) are options: they
+# stay in R, in `state$statics`, and Python gets a marker with a key for
+# the value (see r_to_py.customgrad_static()), so that f gets them as they
+# are and a trace is made per value.
+as_python_input <- function(x, state, arg, call = NULL) {
   if (inherits(x, "python.builtin.object")) {
     return(x)
   }
-  if (is.list(x)) {
-    return(lapply(x, as_python_input))
-  }
-  if (is.atomic(x)) {
+  if (is.double(x) && !is.object(x)) {
     return(r_to_tensor(x))
   }
-  x
+  if (is.list(x) && !is.object(x) || is.data.frame(x)) {
+    return(lapply(
+      unclass(x),
+      as_python_input,
+      state = state,
+      arg = arg,
+      call = call
+    ))
+  }
+  if ((is.integer(x) || is.logical(x)) && !is.object(x)) {
+    if (length(x) == 1L && is.null(dim(x))) {
+      return(static_input(x, state))
+    }
+    return(r_to_tensor(x))
+  }
+  if (is.null(x) || is.character(x) && !is.object(x) || is.function(x)) {
+    return(static_input(x, state))
+  }
+  abort_customgrad(
+    c(
+      "Argument {.arg {arg}} can't be passed to a custom-gradient function.",
+      "x" = "It is {describe_object(x)}.",
+      "i" = "Pass tensors, R numbers or arrays (or lists of them) for values to differentiate, and {.code NULL}, strings, single integers or logicals for options."
+    ),
+    class = "input",
+    call = call
+  )
+}
+
+# A non-tensor argument: kept in `state$statics` under the hash of its
+# value (the key enters the trace's signature).
+static_input <- function(x, state) {
+  statics <- state$statics
+  if (length(statics) > 256L) {
+    # Keys of values no longer in use pile up: start afresh.
+    rm(list = names(statics), envir = statics)
+  }
+  key <- rlang::hash(x)
+  assign(key, x, envir = statics)
+  structure(list(key = key), class = "customgrad_static")
+}
+
+#' @rawNamespace S3method(reticulate::r_to_py, customgrad_static)
+r_to_py.customgrad_static <- function(x, convert = FALSE) {
+  customgrad_submodule("_structure")$Static(x$key)
+}
+
+# f's inputs from Python, with the values of non-tensor arguments back in
+# place of their markers.
+restore_statics <- function(inputs, statics) {
+  lapply(inputs, function(x) {
+    if (inherits(x, "customgrad._structure.Static")) {
+      return(get(reticulate::py_to_r(x$key), envir = statics))
+    }
+    if (is.list(x) && !inherits(x, "python.builtin.object")) {
+      return(restore_statics(x, statics))
+    }
+    x
+  })
 }
 
 # An R value as a tensor, through keras3's op_convert_to_tensor(). R doubles

@@ -232,3 +232,56 @@ test_that("handed to Python, a custom-gradient function is its Python callable",
   )
   expect_identical(calls, 1) # traced at the first call, replayed after
 })
+
+test_that("arguments that are not tensors reach f unchanged and get no gradient", {
+  skip_if_no_backend()
+  seen <- list()
+  h <- op_custom_gradient(function(x, axis = NULL, scale = 2L, name = "a") {
+    seen[[length(seen) + 1]] <<- list(axis = axis, scale = scale, name = name)
+    tuple(x * scale, function(upstream) {
+      list(upstream * scale, NULL, NULL, NULL)
+    })
+  })
+  expect_tensor(h(c(1, 2)), c(2, 4))
+  expect_identical(seen[[1]], list(axis = NULL, scale = 2L, name = "a"))
+  expect_tensor(h(c(1, 2), axis = 1L, scale = 3L, name = "b"), c(3, 6))
+  expect_identical(seen[[2]], list(axis = 1L, scale = 3L, name = "b"))
+  # Each value is its own signature; a value seen before is replayed.
+  expect_tensor(h(c(5, 6), axis = 1L, scale = 3L, name = "b"), c(15, 18))
+  expect_length(seen, 2)
+  grads <- native_grads(function(t) sum(h(t, scale = 5L)), c(1, 2))
+  expect_values(grads[[1]], c(5, 5))
+})
+
+test_that("a list of options is one argument; lists of numbers are nested inputs", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x, opts) {
+    k <- if (isTRUE(opts$double)) 2 else 1
+    tuple(x$a * k + x$b, function(upstream) {
+      list(list(a = upstream * k, b = upstream), NULL)
+    })
+  })
+  x <- list(a = c(1, 2), b = c(10, 20))
+  expect_tensor(h(x, list(double = TRUE, label = "twice")), c(12, 24))
+  expect_tensor(h(x, list(double = FALSE, label = "once")), c(11, 22))
+})
+
+test_that("an argument that can't be a tensor or an option is a classed error", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x, k) {
+    tuple(x * 2, function(upstream) list(upstream * 2, NULL))
+  })
+  expect_error(h(1, 1i), class = "customgrad_error_input")
+  expect_snapshot(h(1, k = as.raw(1)), error = TRUE)
+})
+
+test_that("a gradient for an argument that is not a tensor is a classed error", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x, label) {
+    tuple(x * 2, function(upstream) list(upstream * 2, upstream))
+  })
+  expect_error(
+    customgrad_call(native_grads(function(t) sum(h(t, "a")), c(1, 2))),
+    class = "customgrad_error_grad_structure"
+  )
+})

@@ -9,7 +9,7 @@ import threading
 import keras
 
 from customgrad import _memory, _messages
-from customgrad._structure import flatten, unflatten
+from customgrad._structure import Static, flatten, unflatten
 from customgrad.errors import (
     GradientCountError,
     GradientShapeError,
@@ -154,6 +154,11 @@ def normalize_gradients(grads, inputs, fill_none, convert=None):
         x_leaves, x_spec = flatten(x)
         if g_spec.is_leaf and g_leaves[0] is None:
             g_leaves, g_spec = [None] * len(x_leaves), x_spec
+        if x_spec.kind is Static and not g_spec.same_as(x_spec):
+            raise GradientStructureError(
+                f"Input {i} of `f` is not a tensor, so its gradient must be "
+                "NULL (no gradient)."
+            )
         if not g_spec.same_as(x_spec):
             raise GradientStructureError(
                 f"The gradient for input {i} must have the same nesting as "

@@ -3,7 +3,25 @@
 R lists reach Python as lists (dicts when named); the backends want flat
 tensors.  A spec records the nesting so that upstream gradients and input
 gradients can be given back to R with the structure the user wrote.
+
+An argument that is not a tensor (``NULL``, a string, an integer option)
+stays in R; Python gets a :class:`Static` marker with a key for its value.
+A marker is part of the spec, not a leaf: it takes no tensor, its key is
+part of the spec's key (a trace is made per value), and packing puts it
+back where it was, for R to replace with the value.
 """
+
+
+class Static:
+    """A non-tensor argument kept in R, known here by its value's key."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = str(key)
+
+    def __repr__(self):
+        return f"Static({self.key!r})"
 
 
 class Spec:
@@ -17,6 +35,8 @@ class Spec:
         # Hashable, equal for equal nestings (a trace is made per nesting).
         if kind is None:
             self.key = None
+        elif kind is Static:
+            self.key = ("static", children)
         elif kind is dict:
             self.key = ("dict", tuple((k, c.key) for k, c in children.items()))
         else:
@@ -29,6 +49,8 @@ class Spec:
     def num_leaves(self):
         if self.is_leaf:
             return 1
+        if self.kind is Static:
+            return 0
         return sum(child.num_leaves() for child in self._child_specs())
 
     def _child_specs(self):
@@ -39,6 +61,8 @@ class Spec:
     def same_as(self, other):
         if self.kind is None or other.kind is None:
             return self.kind is other.kind
+        if self.kind is Static or other.kind is Static:
+            return self.key == other.key
         if (self.kind is dict) != (other.kind is dict):
             return False
         if self.kind is dict:
@@ -62,6 +86,8 @@ def flatten(tree):
 
 
 def _flatten_into(tree, leaves):
+    if isinstance(tree, Static):
+        return Spec(Static, tree.key)
     if isinstance(tree, (list, tuple)):
         return Spec(type(tree), [_flatten_into(t, leaves) for t in tree])
     if isinstance(tree, dict):
@@ -79,6 +105,8 @@ def unflatten(spec, leaves):
 def _build(spec, it):
     if spec.is_leaf:
         return next(it)
+    if spec.kind is Static:
+        return Static(spec.children)
     if spec.kind is dict:
         return {k: _build(s, it) for k, s in spec.children.items()}
     return list(_build(s, it) for s in spec.children)

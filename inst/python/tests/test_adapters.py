@@ -180,3 +180,32 @@ def test_tensorflow_variables_contract():
         y = h(x)
     gx, gw = tape.gradient(y, [x, w])
     assert float(gx) == 2.0 and float(gw) == 3.0
+
+
+def test_a_static_argument_reaches_f_and_gets_no_gradient():
+    from customgrad._structure import Static
+
+    seen = []
+
+    def forward(x, option, **hints):
+        seen.append(option.key)
+        return reply(x * 3.0, lambda upstream, variables: [upstream * 3.0, None])
+
+    h = customgrad.custom_gradient(forward)
+    (g,) = grad_of(lambda x: h(x, Static("opt")), [1.0, 2.0])
+    np.testing.assert_allclose(g, [3.0, 3.0])
+    assert seen and set(seen) == {"opt"}
+    grad_of(lambda x: h(x, Static("other")), [1.0, 2.0])
+    assert "other" in seen  # a new value is a new trace
+
+
+def test_a_gradient_for_a_static_argument_is_an_error():
+    from customgrad._structure import Static
+
+    def forward(x, option, **hints):
+        return reply(x * 3.0, lambda upstream, variables: [upstream * 3.0, upstream])
+
+    h = customgrad.custom_gradient(forward)
+    with pytest.raises(Exception) as info:
+        grad_of(lambda x: h(x, Static("opt")), [1.0])
+    assert "not a tensor" in str(customgrad.find_error(info.value))

@@ -32,3 +32,16 @@ def test_find_error_walks_the_chain():
         assert find_error(outer) is inner
     assert find_error(ValueError("plain")) is None
     assert GradientCountError.r_class == "customgrad_error_grad_count"
+
+
+def test_static_markers_are_kept_out_of_the_leaves_but_in_the_key():
+    from customgrad._structure import Static
+
+    a_leaves, a = flatten([1.0, Static("k1"), {"x": 2.0}])
+    b_leaves, b = flatten([1.0, Static("k2"), {"x": 2.0}])
+    assert a_leaves == [1.0, 2.0]
+    assert a.num_leaves() == 2
+    assert a.key != b.key
+    rebuilt = unflatten(a, [3.0, 4.0])
+    assert rebuilt[0] == 3.0 and rebuilt[2] == {"x": 4.0}
+    assert isinstance(rebuilt[1], Static) and rebuilt[1].key == "k1"
