@@ -103,7 +103,12 @@ value_reads <- list(
     utils::capture.output(print(x))
     2
   },
-  "R's RNG" = function(x) stats::runif(1) * 0 + 2
+  "R's RNG" = function(x) stats::runif(1) * 0 + 2,
+  # A backend function called directly: it takes real tensors only.
+  "an op Keras can't record" = function(x) {
+    keras3::keras$src$backend$numpy$exp(x)
+    2
+  }
 )
 
 test_that("a value read in R falls back to R at every call, with one message", {
