@@ -14,7 +14,7 @@ ALLOWED_NOTES :=
 
 .PHONY: setup demo test check bench clean
 
-setup: $(SETUP)/python.stamp
+setup: $(SETUP)/docs.stamp
 
 $(SETUP)/system.stamp: tools/setup-system.sh tools/setup-r-packages.R
 	@mkdir -p $(SETUP)
@@ -28,6 +28,15 @@ $(SETUP)/package.stamp: $(SETUP)/system.stamp $(PKG_SOURCES)
 # install_customgrad() is itself idempotent; the stamp only saves starting R.
 $(SETUP)/python.stamp: $(SETUP)/package.stamp inst/python/requirements.txt
 	Rscript -e 'customgrad::install_customgrad(extra_packages = "pytest")'
+	@touch $@
+
+# The package again, from a tarball with its vignettes built (they run
+# customgrad, so they need the Python environment above), so that
+# vignette("custom-gradients") works after `make demo`.
+$(SETUP)/docs.stamp: $(SETUP)/python.stamp $(wildcard vignettes/*.Rmd)
+	rm -rf $(SETUP)/build && mkdir -p $(SETUP)/build
+	cd $(SETUP)/build && R CMD build --no-manual ../.. >../build.log 2>&1 || { cat ../build.log; exit 1; }
+	R CMD INSTALL --no-test-load $(SETUP)/build/customgrad_*.tar.gz >$(SETUP)/install.log 2>&1 || { cat $(SETUP)/install.log; exit 1; }
 	@touch $@
 
 demo: setup

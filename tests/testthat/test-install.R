@@ -34,3 +34,10 @@ test_that("install_customgrad() checks its arguments", {
     class = "customgrad_error_python_version"
   )
 })
+
+test_that("the vignettes are installed with the package", {
+  # `make` installs from a tarball with the vignettes built, as R CMD check
+  # does: vignette("custom-gradients") works right after set-up.
+  info <- tools::getVignetteInfo("customgrad")
+  expect_setequal(info[, "Topic"], c("custom-gradients", "gradients"))
+})
