@@ -53,10 +53,11 @@
 #' # A compiled gradient
 #' op_compile(op_grad(f))(c(1, 2))
 op_compile <- function(f) {
+  label <- rlang::enexpr(f)
   check_function(f)
   state <- new.env(parent = emptyenv())
   state$f <- f
-  new_transform(f, state, "call_compiled")
+  label_transform(new_transform(f, state, "call_compiled"), label)
 }
 
 # The body of every function that op_compile() returns.

@@ -193,10 +193,12 @@
 #' })
 #' sum_and_product(2, 3)
 op_custom_gradient <- function(f, trace = TRUE) {
+  label <- rlang::as_label(rlang::enexpr(f))
   check_function(f)
   trace <- check_trace(trace)
   state <- new.env(parent = emptyenv())
   state$f <- f
+  state$label <- label
   state$trace <- trace
   state$statics <- new.env(parent = emptyenv()) # non-tensor arguments
   fmls <- formals(args(f)) %||% alist(... = )
@@ -209,12 +211,24 @@ op_custom_gradient <- function(f, trace = TRUE) {
 
 #' @export
 print.customgrad_function <- function(x, ...) {
-  cat(
-    "<customgrad function>(",
-    paste(names(formals(x)), collapse = ", "),
-    ")\n",
-    sep = ""
+  state <- environment(x)$.customgrad_state
+  cat_function_header("custom-gradient function", x)
+  cat("  f: ", state$label, "\n", sep = "")
+  tracing <- switch(
+    as.character(state$trace),
+    "TRUE" = "once per input signature, then replayed in Python",
+    "FALSE" = "off: R runs f and grad at every call",
+    strict = "strict: once per input signature; an error if f can't be traced"
   )
+  cat("  tracing: ", tracing, "\n", sep = "")
+  # Read only when Python runs it already: printing never starts Python.
+  py <- state$py
+  if (
+    !isFALSE(state$trace) && !is.null(py) && !reticulate::py_is_null_xptr(py)
+  ) {
+    n <- reticulate::py_to_r(py$core$n_cached)
+    cat("  traces kept: ", n, "\n", sep = "")
+  }
   invisible(x)
 }
 

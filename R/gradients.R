@@ -95,13 +95,17 @@
 #' # Vector-Jacobian product of a function with a vector value
 #' op_grad(exp, upstream = c(1, 10))(c(0, 1))
 op_grad <- function(f, wrt = 1L, upstream = NULL) {
-  new_grad_transform(f, wrt, upstream, with_value = FALSE)
+  label <- rlang::enexpr(f)
+  g <- new_grad_transform(f, wrt, upstream, with_value = FALSE)
+  label_transform(g, label)
 }
 
 #' @rdname op_grad
 #' @export
 op_value_and_grad <- function(f, wrt = 1L, upstream = NULL) {
-  new_grad_transform(f, wrt, upstream, with_value = TRUE)
+  label <- rlang::enexpr(f)
+  g <- new_grad_transform(f, wrt, upstream, with_value = TRUE)
+  label_transform(g, label)
 }
 
 new_grad_transform <- function(
@@ -200,6 +204,48 @@ new_transform <- function(f, state, fun) {
   )
   env <- rlang::env(rlang::ns_env("customgrad"), .customgrad_state = state)
   rlang::new_function(fmls, body, env)
+}
+
+# What a transform prints: its kind, arguments, and the function it wraps
+# as the caller wrote it (`sin`, `function(x) ...`).
+label_transform <- function(fn, expr) {
+  environment(fn)$.customgrad_state$label <- rlang::as_label(expr)
+  class(fn) <- c("customgrad_transform", "function")
+  fn
+}
+
+#' @export
+print.customgrad_transform <- function(x, ...) {
+  state <- environment(x)$.customgrad_state
+  kind <- if (!is.null(state$wrt)) {
+    if (isTRUE(state$with_value)) "value and gradient" else "gradient"
+  } else {
+    "compiled function"
+  }
+  cat_function_header(kind, x)
+  cat("  of: ", state$label, "\n", sep = "")
+  if (!is.null(state$wrt)) {
+    args <- names(formals(x))[state$wrt]
+    shown <- ifelse(
+      is.na(args) | args == "...",
+      paste0("argument ", state$wrt),
+      paste0("`", args, "`")
+    )
+    cat("  with respect to: ", paste(shown, collapse = ", "), "\n", sep = "")
+  }
+  invisible(x)
+}
+
+# "<customgrad gradient>(x, p)"
+cat_function_header <- function(kind, fn) {
+  cat(
+    "<customgrad ",
+    kind,
+    ">(",
+    paste(names(formals(fn)), collapse = ", "),
+    ")\n",
+    sep = ""
+  )
 }
 
 transform_formals <- function(f) {

@@ -80,3 +80,7 @@ test_that("errors in f reach the caller of a compiled function", {
   expect_snapshot(fc("a"), error = TRUE)
   expect_error(fc(list(1, "a")), class = "customgrad_error_input")
 })
+
+test_that("a compiled function prints what it compiles", {
+  expect_snapshot(op_compile(sin))
+})

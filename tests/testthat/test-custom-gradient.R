@@ -285,3 +285,26 @@ test_that("a gradient for an argument that is not a tensor is a classed error", 
     class = "customgrad_error_grad_structure"
   )
 })
+
+test_that("a custom-gradient function prints what it wraps and how it traces", {
+  expect_snapshot({
+    op_custom_gradient(function(x) tuple(x, function(upstream) upstream))
+    op_custom_gradient(
+      function(x, k = 2L) {
+        tuple(x * k, function(upstream) list(upstream * k, NULL))
+      },
+      trace = FALSE
+    )
+    op_custom_gradient(function(x) tuple(x, function(u) u), trace = "strict")
+  })
+})
+
+test_that("once called, it also prints how many traces it keeps", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    tuple(x * 2, function(upstream) upstream * 2)
+  })
+  h(1)
+  h(c(1, 2))
+  expect_output(print(h), "traces kept: 2")
+})

@@ -246,3 +246,11 @@ test_that("an integer tensor can't be differentiated", {
   # R integers are numbers to differentiate: they become floats.
   expect_tensor(op_grad(function(x) sum(x^2))(1:2), c(2, 4))
 })
+
+test_that("a gradient function prints what it differentiates", {
+  expect_snapshot({
+    op_grad(sin)
+    op_value_and_grad(function(x, p) sum(p$w * x), wrt = 1:2)
+    op_grad(function(...) sum(..1), wrt = 1)
+  })
+})
