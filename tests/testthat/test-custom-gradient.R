@@ -185,7 +185,11 @@ test_that("op_custom_gradient() returns a function with f's arguments", {
     tuple(x, function(upstream) upstream)
   })
   expect_identical(names(formals(h)), c("x", "y"))
-  expect_output(print(h), "<customgrad function>(x, y)", fixed = TRUE)
+  expect_output(
+    print(h),
+    "<customgrad custom-gradient function>(x, y)",
+    fixed = TRUE
+  )
   expect_error(op_custom_gradient(1), class = "customgrad_error_not_function")
   expect_snapshot(op_custom_gradient("f"), error = TRUE)
 })
