@@ -1,0 +1,172 @@
+#' Report customgrad's Python set-up
+#'
+#' `customgrad_config()` reports what customgrad and keras3 run on: the
+#' Python in use and why it was chosen, customgrad's environment, the
+#' versions of Keras and of each backend's package, whether each backend
+#' imports and the devices it sees, and the active backend. Like
+#' [reticulate::py_config()] for reticulate.
+#'
+#' The backends are imported in a separate Python process each (the same
+#' Python), never in the R session's: the report can be made before
+#' [keras3::use_backend()], which still works afterwards. That takes a few
+#' seconds per backend; a progress line shows which one is being checked.
+#'
+#' @returns A list of class `customgrad_config`, printed as a report:
+#'   `python` (path), `chosen_by`, `environment` (customgrad's, and whether
+#'   it exists), `versions` (a named character vector, `NA` where a package
+#'   is missing), `backends` (a data frame: `backend`, `imports`,
+#'   `devices`), `active_backend` and `keras_started`.
+#' @seealso [install_customgrad()], [python_env_path()].
+#' @export
+#' @examplesIf customgrad::backend_available()
+#' customgrad_config()
+customgrad_config <- function() {
+  config <- python_config_or_null()
+  python <- config$python %||% NA_character_
+  packages <- c("keras", backend_names, "numpy")
+  versions <- if (is.na(python)) {
+    rlang::set_names(rep(NA_character_, length(packages)), packages)
+  } else {
+    python_package_versions(python, packages)
+  }
+  backends <- lapply(backend_names, function(backend) {
+    cli::cli_progress_step("Checking the {.val {backend}} backend")
+    probe_backend(python, backend)
+  })
+  structure(
+    list(
+      python = python,
+      chosen_by = if (is.null(config)) NA_character_ else python_reason(config),
+      environment = list(
+        path = python_env_path(),
+        exists = file.exists(python_env_python())
+      ),
+      versions = versions,
+      backends = do.call(rbind, backends),
+      active_backend = backend_name(),
+      keras_started = !is.null(keras_backend_in_python())
+    ),
+    class = "customgrad_config"
+  )
+}
+
+#' @export
+print.customgrad_config <- function(x, ...) {
+  cli::cli_h2("customgrad's Python set-up")
+  if (is.na(x$python)) {
+    cli::cli_alert_danger(
+      "No Python chosen: run {.code customgrad::install_customgrad()}."
+    )
+  } else {
+    cli::cli_text("Python: {.file {x$python}} (chosen by {x$chosen_by})")
+  }
+  env <- if (x$environment$exists) "" else " (not installed)"
+  cli::cli_text(
+    "customgrad's environment: {.file {x$environment$path}}{env}"
+  )
+  shown <- ifelse(is.na(x$versions), "missing", x$versions)
+  cli::cli_text(
+    "Versions: {paste(names(shown), shown, sep = ' ', collapse = ', ')}"
+  )
+  for (i in seq_len(nrow(x$backends))) {
+    b <- x$backends[i, ]
+    if (isTRUE(b$imports)) {
+      cli::cli_alert_success("{b$backend}: imports; devices: {b$devices}")
+    } else {
+      cli::cli_alert_danger("{b$backend}: does not import")
+    }
+  }
+  started <- if (x$keras_started) {
+    "Keras is running with it"
+  } else {
+    "Keras has not started"
+  }
+  cli::cli_text("Active backend: {.val {x$active_backend}} ({started})")
+  invisible(x)
+}
+
+# reticulate's configuration of the Python in use (or that would be used),
+# NULL when none would be found; starts no Python.
+python_config_or_null <- function() {
+  if (reticulate::py_available(initialize = FALSE)) {
+    return(reticulate::py_config())
+  }
+  python_choice()
+}
+
+# Versions of Python packages, read from their metadata by `python` in a
+# subprocess (nothing is imported); NA for a missing one.
+python_package_versions <- function(python, packages) {
+  code <- paste0(
+    "import importlib.metadata as m\n",
+    "for p in ",
+    python_list(packages),
+    ":\n",
+    "    try:\n",
+    "        print(p, m.version(p))\n",
+    "    except m.PackageNotFoundError:\n",
+    "        print(p, 'NA')\n"
+  )
+  out <- run_python(python, code)
+  versions <- rlang::set_names(rep(NA_character_, length(packages)), packages)
+  for (line in strsplit(out, " ", fixed = TRUE)) {
+    if (length(line) == 2L && line[[1]] %in% packages && line[[2]] != "NA") {
+      versions[[line[[1]]]] <- line[[2]]
+    }
+  }
+  # tensorflow-cpu is the distribution of the tensorflow module here.
+  if (is.na(versions[["tensorflow"]])) {
+    cpu <- run_python(
+      python,
+      paste0(
+        "import importlib.metadata as m\n",
+        "try:\n    print(m.version('tensorflow-cpu'))\n",
+        "except m.PackageNotFoundError:\n    print('NA')\n"
+      )
+    )
+    if (length(cpu) == 1L && cpu != "NA") versions[["tensorflow"]] <- cpu
+  }
+  versions
+}
+
+# Whether `backend`'s module imports in a fresh `python`, and the devices it
+# sees, as a one-row data frame.
+probe_backend <- function(python, backend) {
+  code <- switch(
+    backend,
+    tensorflow = "import tensorflow as tf\nprint(', '.join(d.name for d in tf.config.list_physical_devices()))",
+    jax = "import jax\nprint(', '.join(str(d) for d in jax.devices()))",
+    torch = "import torch\nprint(', '.join(['cpu'] + [f'cuda:{i}' for i in range(torch.cuda.device_count())]))"
+  )
+  out <- if (is.na(python)) character() else run_python(python, code)
+  imports <- length(out) > 0L && !is.na(out[[length(out)]])
+  data.frame(
+    backend = backend,
+    imports = imports,
+    devices = if (imports) out[[length(out)]] else NA_character_
+  )
+}
+
+# The standard output lines of `python -c code`, or character() if it
+# failed or took longer than a minute. TensorFlow's start-up log goes to
+# standard error, which is dropped.
+run_python <- function(python, code) {
+  out <- suppressWarnings(tryCatch(
+    system2(
+      python,
+      c("-c", shQuote(code)),
+      stdout = TRUE,
+      stderr = FALSE,
+      timeout = 60
+    ),
+    error = function(cnd) character()
+  ))
+  if (!is.null(attr(out, "status")) && attr(out, "status") != 0) {
+    return(character())
+  }
+  out
+}
+
+python_list <- function(x) {
+  paste0("[", paste0("'", x, "'", collapse = ", "), "]")
+}
