@@ -149,15 +149,20 @@ probe_backend <- function(python, backend) {
 
 # The standard output lines of `python -c code`, or character() if it
 # failed or took longer than a minute. TensorFlow's start-up log goes to
-# standard error, which is dropped.
+# standard error, which is dropped. The process gets a temporary directory
+# of its own, removed afterwards: importing torch leaves files in it.
 run_python <- function(python, code) {
+  tmp <- tempfile("customgrad-python-")
+  dir.create(tmp)
+  on.exit(unlink(tmp, recursive = TRUE), add = TRUE)
   out <- suppressWarnings(tryCatch(
     system2(
       python,
       c("-c", shQuote(code)),
       stdout = TRUE,
       stderr = FALSE,
-      timeout = 60
+      timeout = 60,
+      env = paste0("TMPDIR=", shQuote(tmp))
     ),
     error = function(cnd) character()
   ))

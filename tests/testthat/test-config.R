@@ -31,3 +31,14 @@ test_that("customgrad_config() does not start Keras: the backend can still be ch
   expect_null(out$started)
   expect_identical(out$backend, "jax")
 })
+
+test_that("the backend checks leave nothing in the temporary directory", {
+  skip_if_no_backend()
+  # As under R CMD check: Python's temporary directory is R's.
+  withr::local_envvar(TMPDIR = tempdir())
+  before <- dir(tempdir())
+  probe_backend <- customgrad:::probe_backend
+  out <- probe_backend(reticulate::py_config()$python, "torch")
+  expect_true(out$imports)
+  expect_setequal(dir(tempdir()), before)
+})
