@@ -326,8 +326,8 @@ custom_gradient_callable <- function(state) {
       forward,
       trace = !isFALSE(state$trace),
       strict = identical(state$trace, "strict"),
-      notify = r_callback(function(reason) inform_fallback(f, reason)),
-      warn_retrace = r_callback(function(count) warn_retrace(f, count)),
+      notify = r_callback(inform_fallback),
+      warn_retrace = r_callback(warn_retrace),
       max_traces = max_traces()
     )
     # R's own calls also keep the memory R holds bounded (python.R).
@@ -589,10 +589,11 @@ grad_callback <- function(grad, convention, inputs) {
   }
 }
 
-# TensorFlow gives `variables` only to a gradient function that runs at
-# backward time: a traced grad can't return variable gradients.
+# A backend that gives `variables` (TensorFlow) gives them only to a
+# gradient function that runs at backward time: a traced grad can't return
+# variable gradients. The adapter says whether it does.
 check_traceable_grad <- function(convention) {
-  if (convention$variables && identical(backend_name(), "tensorflow")) {
+  if (convention$variables && customgrad_py()$grad_gets_variables()) {
     abort_customgrad(
       "Its gradient function takes {.arg variables}, which TensorFlow gives only to a gradient function that R runs.",
       class = "trace_read",

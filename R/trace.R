@@ -90,7 +90,7 @@ max_traces <- function() {
 
 # Python asks for this once per function, when a signature could not be
 # traced and R runs f and grad at every call for it.
-inform_fallback <- function(f, reason) {
+inform_fallback <- function(reason) {
   cli::cli_inform(
     c(
       "!" = "A custom-gradient function could not be traced, so R runs it at every call with these inputs.",
@@ -103,7 +103,7 @@ inform_fallback <- function(f, reason) {
 }
 
 # Python asks for this once per function, at the first trace past the cap.
-warn_retrace <- function(f, count) {
+warn_retrace <- function(count) {
   cli::cli_warn(
     c(
       "A custom-gradient function has been traced {count} times: each new combination of input shapes, dtypes or nesting traces it again.",

@@ -34,6 +34,7 @@ __all__ = [
     "VariablesError",
     "custom_gradient",
     "find_error",
+    "grad_gets_variables",
     "r_condition_fields",
 ]
 
@@ -53,9 +54,9 @@ def custom_gradient(
     pass R's grad runner is called with the handle, the upstream gradient
     and the variables ``f`` read, and returns one gradient per input.
     With ``trace``, R runs once per input signature (``forward`` is then
-    called with ``tracing=True`` on symbolic tensors); ``notify(reason,
-    strict)`` and ``warn_retrace(count)`` are R's callbacks for a trace
-    that failed and for too many traces (see ``_trace.Traced``).
+    called with ``tracing=True`` on symbolic tensors); ``notify(reason)``
+    and ``warn_retrace(count)`` are R's callbacks for a trace that failed
+    and for too many traces (see ``_trace.Traced``).
     ``backend`` defaults to the active Keras backend.  The callable's
     ``core`` attribute is the object that runs ``f`` (its ``traces`` count
     the traces made); its ``from_r`` attribute is the same callable for R's
@@ -88,14 +89,20 @@ def custom_gradient(
         _memory.at_boundary()
         return differentiable(*args)
 
-    def call_from_r(*args):
-        if any_symbolic_tensors(args):
-            return operation.symbolic_call(*args)
-        _memory.at_boundary()
-        # R holds the result until its garbage collector runs.
-        return _memory.handed_to_r(differentiable(*args))
-
     call = adapter.finish(call)
+
+    def call_from_r(*args):
+        # R holds the result until its garbage collector runs.
+        return _memory.handed_to_r(call(*args))
+
     call.core = core
     call.from_r = adapter.finish(call_from_r)
     return call
+
+
+def grad_gets_variables(backend=None):
+    """Whether the backend hands ``grad`` the variables ``f`` read, which
+    only a gradient function that R runs can answer (see ``_backend``)."""
+    from customgrad import _backend
+
+    return _backend.adapter(backend).GRAD_GETS_VARIABLES

@@ -10,6 +10,8 @@ interface, and nothing else in the package asks which backend is active:
 * ``compile(fn)`` and ``COMPILES``: the backend's tracing compiler, or the
   function itself where there is none.
 * ``no_grad()``: a context without autograd recording.
+* ``GRAD_GETS_VARIABLES``: whether the backend hands ``grad`` the
+  variables ``f`` read (TensorFlow's ``variables=``).
 * ``enable_float64()`` / ``restore_float64(previous)``: float64 compute.
 * ``nbytes(x)``: the bytes of a concrete tensor (0 for anything else);
   ``allocator_in_use()``: a reader of the backend's own allocator, or None.

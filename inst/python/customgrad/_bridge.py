@@ -174,8 +174,6 @@ def _check_leaf(g, x, where, fill_none, convert):
     if g is None:
         return keras.ops.zeros_like(x) if fill_none else None
     g = convert(g)
-    if g is None:
-        return keras.ops.zeros_like(x) if fill_none else None
     g_shape, x_shape = static_shape(g), static_shape(x)
     if not shapes_match(g_shape, x_shape):
         raise GradientShapeError(
@@ -205,7 +203,7 @@ def _static_dim(d):
     dimension such as JAX's shape polymorphism uses to build Keras layers)."""
     try:
         return int(d)
-    except (TypeError, ValueError, Exception):  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a symbolic dimension raises its own
         return None
 
 

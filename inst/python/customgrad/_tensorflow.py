@@ -18,6 +18,8 @@ from customgrad.errors import VariablesError
 FILL_NONE = False
 # tf.function traces R once per signature.
 COMPILES = True
+# TensorFlow hands grad the variables f read (variables=).
+GRAD_GETS_VARIABLES = True
 
 
 def custom_gradient(fn):

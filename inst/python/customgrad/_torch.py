@@ -17,6 +17,8 @@ from customgrad import _bridge
 FILL_NONE = False
 # PyTorch's compiler can't trace through R: compiled functions run eagerly.
 COMPILES = False
+# PyTorch never hands grad variables.
+GRAD_GETS_VARIABLES = False
 
 
 class _Call:
