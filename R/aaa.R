@@ -1,8 +1,12 @@
-# Package state. Python handles are filled lazily (see python.R), so loading
-# the package never starts Python.
+# Package state, every field declared here. Python handles are filled on
+# first use (see python.R), so loading the package never starts Python.
 the <- new.env(parent = emptyenv())
-the$ops <- new.env(parent = emptyenv()) # cached keras.ops callables
+the$py_module <- NULL # customgrad's Python module, a delayed import (.onLoad)
+the$py_ready <- FALSE # Python started and R's callbacks registered
+the$backend <- NULL # Keras' backend when customgrad started using it
 the$submodules <- new.env(parent = emptyenv()) # customgrad.<name> modules
+the$ops <- new.env(parent = emptyenv()) # cached keras.ops callables
+the$np_asarray <- NULL # numpy.asarray, for R arrays as tensors
 the$grads <- new.env(parent = emptyenv()) # grad callbacks by handle
-the$grad_handle <- 0
+the$grad_handle <- 0 # the last handle given to a grad callback
 the$tracing <- 0L # depth of f or grad running on symbolic tensors (trace.R)

@@ -1,4 +1,6 @@
-# Input checkers, one signature: check_x(x, ..., arg, call).
+# Input checkers, all of customgrad's, with one signature:
+# check_x(x, ..., arg = caller_arg(x), call = caller_env()). They return
+# `x` invisibly or signal a classed customgrad error.
 
 check_function <- function(
   x,
@@ -38,26 +40,23 @@ describe_object <- function(x) {
 }
 
 check_backend <- function(
-  backend,
+  x,
   ...,
-  arg = rlang::caller_arg(backend),
+  arg = rlang::caller_arg(x),
   call = rlang::caller_env()
 ) {
-  if (
-    !is.character(backend) ||
-      length(backend) != 1 ||
-      !backend %in% backend_names
-  ) {
-    abort_customgrad(
-      c(
-        "{.arg {arg}} must be one of {.or {.val {backend_names}}}.",
-        "x" = "It is {describe_object(backend)}{if (is.character(backend)) paste0(': ', encodeString(backend[1], quote = '\"')) else ''}."
-      ),
-      class = "backend_unknown",
-      call = call
-    )
-  }
-  backend
+  # rlang's message (with its "Did you mean"), customgrad's classes.
+  tryCatch(
+    rlang::arg_match0(x, backend_names, arg_nm = arg, error_call = call),
+    error = function(cnd) {
+      class(cnd) <- c(
+        "customgrad_error_backend_unknown",
+        "customgrad_error",
+        class(cnd)
+      )
+      stop(cnd)
+    }
+  )
 }
 
 check_trace <- function(
@@ -77,4 +76,216 @@ check_trace <- function(
     class = "trace_arg",
     call = call
   )
+}
+
+check_tolerance <- function(
+  x,
+  zero = FALSE,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  ok <- is.numeric(x) &&
+    length(x) == 1 &&
+    !is.na(x) &&
+    is.finite(x) &&
+    (x > 0 || (zero && x == 0))
+  if (!ok) {
+    abort_customgrad(
+      c(
+        "{.arg {arg}} must be a {if (zero) 'non-negative' else 'positive'} number.",
+        "x" = "It is {describe_object(x)}{if (is.numeric(x) && length(x) == 1) paste0(': ', x) else ''}."
+      ),
+      class = "bad_argument",
+      call = call
+    )
+  }
+  invisible(x)
+}
+
+check_bool <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  if (!isTRUE(x) && !isFALSE(x)) {
+    abort_customgrad(
+      c(
+        "{.arg {arg}} must be `TRUE` or `FALSE`.",
+        "x" = "It is {describe_object(x)}."
+      ),
+      class = "bad_argument",
+      call = call
+    )
+  }
+  invisible(x)
+}
+
+check_wrt <- function(
+  x,
+  f,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  ok <- is.numeric(x) &&
+    !inherits(x, "python.builtin.object") &&
+    length(x) > 0 &&
+    !anyNA(x) &&
+    all(x >= 1) &&
+    all(x == trunc(x)) &&
+    !anyDuplicated(x)
+  if (!ok) {
+    abort_customgrad(
+      c(
+        "{.arg {arg}} must be argument positions: distinct whole numbers from 1.",
+        "x" = if (is.numeric(x)) {
+          "It is {.val {x}}."
+        } else {
+          "It is {describe_object(x)}."
+        }
+      ),
+      class = "wrt",
+      call = call
+    )
+  }
+  fmls <- names(transform_formals(f))
+  if (!"..." %in% fmls && max(x) > length(fmls)) {
+    abort_customgrad(
+      c(
+        "{.arg {arg}} must refer to arguments of {.arg f}.",
+        "x" = "{.arg f} has {length(fmls)} argument{?s}, and {.arg {arg}} includes {max(x)}."
+      ),
+      class = "wrt",
+      call = call
+    )
+  }
+  as.integer(x)
+}
+
+# Tensors, R numbers and arrays, or nested lists of them.
+check_tensor_tree <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  if (is.null(x) || is_tensor_tree(x)) {
+    return(invisible(x))
+  }
+  abort_customgrad(
+    c(
+      "{.arg {arg}} must be a tensor, an R number or array, or a list of them.",
+      "x" = "It is {describe_object(x)}."
+    ),
+    class = "input",
+    call = call
+  )
+}
+
+check_scalar_value <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  if (has_one_element(x)) {
+    return(invisible(x))
+  }
+  abort_customgrad(
+    c(
+      "{.arg f} must return a scalar when {.arg upstream} is {.code NULL}.",
+      "x" = "It returned {describe_value(x)}.",
+      "i" = "Reduce the value to one number (with {.fn sum}, say), or give {.arg upstream} for a vector-Jacobian product."
+    ),
+    class = "not_scalar",
+    call = call
+  )
+}
+
+check_custom_gradient_result <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  if (
+    is.list(x) &&
+      length(x) == 2L &&
+      is.function(x[[2L]]) &&
+      !inherits(x, "python.builtin.object")
+  ) {
+    return(invisible(x))
+  }
+  if (
+    !is.list(x) ||
+      inherits(x, "python.builtin.object") ||
+      length(x) != 2
+  ) {
+    abort_customgrad(
+      c(
+        "{.arg f} must return {.code tuple(value, grad)}.",
+        "x" = "It returned {describe_object(x)}.",
+        "i" = "Return the value together with its gradient function, such as {.code tuple(y, function(upstream) upstream * dy_dx)}."
+      ),
+      class = "f_result",
+      call = call
+    )
+  }
+  if (!is.function(x[[2]])) {
+    abort_customgrad(
+      c(
+        "The second element of {.arg f}'s result must be the gradient function.",
+        "x" = "It is {describe_object(x[[2]])}."
+      ),
+      class = "grad_not_function",
+      call = call
+    )
+  }
+  invisible(x)
+}
+
+# A backend that gives `variables` (TensorFlow) gives them only to a
+# gradient function that runs at backward time: a traced grad can't return
+# variable gradients. The adapter says whether it does.
+check_traceable_grad <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  if (x$variables && customgrad_py()$grad_gets_variables()) {
+    abort_customgrad(
+      "Its gradient function takes {.arg variables}, which TensorFlow gives only to a gradient function that R runs.",
+      class = "trace_read",
+      call = call
+    )
+  }
+}
+
+check_python_version <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  version <- tryCatch(
+    system2(
+      x,
+      c("-c", shQuote("import sys; print('%d.%d' % sys.version_info[:2])")),
+      stdout = TRUE,
+      stderr = FALSE
+    ),
+    error = function(cnd) character(),
+    warning = function(cnd) character()
+  )
+  version <- numeric_version(version[1], strict = FALSE)
+  if (is.na(version) || version < "3.9") {
+    abort_customgrad(
+      "{.file {x}} must be Python 3.9 or newer; it is {if (is.na(version)) 'not a working Python' else as.character(version)}.",
+      class = "python_version",
+      call = call
+    )
+  }
 }

@@ -70,7 +70,7 @@ call_compiled <- function(state, args, call) {
   state$eager <- state$eager %||% !autodiff_py()$backend_compiles()
   if (state$eager) {
     return(as_tensor_tree(
-      do.call(state$f, inputs),
+      call_wrapped(state, inputs),
       what = "The value of `f`",
       call = call
     ))

@@ -1,5 +1,83 @@
 # Conditions: customgrad's own errors, and R conditions that come back
-# through Python.
+# through Python. Every error class is listed once, in `error_classes`; the
+# table in ?customgrad-errors is made from it.
+
+#' Errors customgrad signals
+#'
+#' Every error customgrad signals has the class `customgrad_error` and one
+#' more specific class from the table below, so that code can catch one
+#' kind with `tryCatch(..., customgrad_error_grad_shape = function(e) ...)`
+#' or test for it with `testthat::expect_error(class = )`. The message says
+#' what went wrong (`x`) and what to do (`i`), and names the call that
+#' failed. Errors raised by your own `f` or `grad` (`stop()`,
+#' `rlang::abort()`) come back with their own classes, unchanged.
+#'
+#' @eval rd_error_table()
+#' @name customgrad-errors
+#' @keywords internal
+#' @examplesIf customgrad::backend_available()
+#' library(keras3)
+#' h <- op_custom_gradient(function(x) {
+#'   tuple(x * 2, function(upstream) list(upstream, upstream))
+#' })
+#' err <- tryCatch(op_grad(h)(1), customgrad_error = function(e) e)
+#' class(err)
+#' err
+NULL
+
+# class (without the `customgrad_error_` prefix) = when it is signalled.
+error_classes <- c(
+  not_function = "An argument that must be a function is not one.",
+  f_result = "`f` returned something other than `tuple(value, grad)`.",
+  grad_not_function = "The second element of `f`'s result is not a function.",
+  grad_signature = "The gradient function takes no argument for the upstream gradient.",
+  grad_count = "The gradient function returned more or fewer gradients than `f` has inputs.",
+  grad_shape = "A gradient's shape differs from its input's.",
+  grad_structure = "A gradient is nested unlike its input, or a non-tensor input got a gradient.",
+  grad_variables = "`f` read TensorFlow variables that the gradient function does not account for.",
+  input = "An input can't be passed to a custom-gradient, gradient or compiled function.",
+  trace_arg = "`trace` is not `TRUE`, `FALSE` or `\"strict\"`.",
+  trace = "A function with `trace = \"strict\"` could not be traced.",
+  trace_read = "Tracing met something a trace can't hold (a value read in R, R's random numbers). It never reaches you: the function falls back to R at every call, with a message giving this reason.",
+  symbolic_tensor = "A symbolic tensor's values were read in R outside tracing.",
+  unsupported_op = "An R math function has no `keras.ops` equivalent for tensors.",
+  axis_zero = "An axis is 0 or NA; axes are 1-based.",
+  wrt = "`wrt` names arguments that are not there.",
+  wrt_dtype = "A gradient was asked for with respect to a tensor that is not floating point.",
+  not_scalar = "`op_grad()` got a non-scalar value without an `upstream`.",
+  upstream = "`upstream` does not match `f`'s value in nesting or shape.",
+  gradcheck = "`gradcheck(error = TRUE)` found a gradient that disagrees with finite differences.",
+  gradcheck_input = "`gradcheck()` has no numeric input to check.",
+  gradcheck_structure = "`f` returned a different number of tensors for the perturbed inputs of `gradcheck()`.",
+  bad_argument = "A tolerance or flag argument has a wrong value.",
+  option = "A customgrad option (`customgrad.max_traces`) has a wrong value.",
+  backend_unknown = "A backend name other than \"tensorflow\", \"jax\" or \"torch\".",
+  backend_started = "Keras already runs with another backend than the one chosen.",
+  backend_unsupported = "Keras runs with a backend customgrad does not support.",
+  backend_missing = "The Python in use lacks the backend's module.",
+  python_missing = "No Python with Keras 3 is chosen or found.",
+  python_version = "The Python given to `install_customgrad()` is too old.",
+  install_failed = "A step of `install_customgrad()` failed.",
+  thread = "A custom-gradient function was called from a Python thread other than the main one, where R can't run.",
+  internal = "R and Python disagreed about a message between them: a bug in customgrad, please report it."
+)
+
+rd_error_table <- function() {
+  rows <- paste0(
+    "\\code{customgrad_error_",
+    names(error_classes),
+    "} \\tab ",
+    gsub("`([^`]*)`", "\\\\code{\\1}", error_classes),
+    " \\cr"
+  )
+  c(
+    "@section Error classes:",
+    "\\tabular{ll}{",
+    "\\strong{Class} \\tab \\strong{When} \\cr",
+    rows,
+    "}"
+  )
+}
 
 abort_customgrad <- function(
   message,
@@ -9,6 +87,12 @@ abort_customgrad <- function(
   parent = NULL,
   .envir = parent.frame()
 ) {
+  if (!class %in% names(error_classes)) {
+    rlang::abort(
+      paste0("Undeclared customgrad error class: ", class),
+      .internal = TRUE
+    )
+  }
   cli::cli_abort(
     message,
     class = c(paste0("customgrad_error_", class), "customgrad_error"),
@@ -44,7 +128,10 @@ with_python_errors <- function(expr, call = rlang::caller_env()) {
 }
 
 rethrow_python_error <- function(cnd, call) {
-  py <- customgrad_py()
+  if (!isTRUE(the$py_ready)) {
+    return(invisible())
+  }
+  py <- the$py_module
   found <- py$find_error(cnd)
   if (is.null(found)) {
     return(invisible())
@@ -52,32 +139,106 @@ rethrow_python_error <- function(cnd, call) {
   r_class <- reticulate::py_get_attr(found, "r_class")
   if (!inherits(r_class, "python.builtin.str")) {
     # An R condition, carried through Python by reticulate: signal it again.
-    fields <- py$r_condition_fields(found)
-    stop(structure(fields, class = reticulate::py_to_r(r_class)))
+    # customgrad's own checks in callbacks can't know the user's call; the
+    # call that entered Python is it.
+    cnd <- structure(
+      py$r_condition_fields(found),
+      class = reticulate::py_to_r(r_class)
+    )
+    if (inherits(cnd, "customgrad_error") && is.null(cnd$call)) {
+      cnd$call <- if (is.environment(call)) rlang::frame_call(call) else call
+    }
+    stop(cnd)
   }
-  message <- reticulate::py_str(found)
-  if (identical(reticulate::py_to_r(r_class), "customgrad_error_trace")) {
-    abort_trace_strict(message, call = call, python_error = cnd)
-  }
+  class <- sub("^customgrad_error_", "", reticulate::py_to_r(r_class))
+  details <- reticulate::py_to_r(reticulate::py_get_attr(found, "details"))
   # The Python error is kept as a field, not chained as the parent: its
-  # message is this one again, which printed twice is noise.
-  cli::cli_abort(
-    "{message}",
-    class = unique(c(reticulate::py_to_r(r_class), "customgrad_error")),
+  # message says the same again, in Python's words.
+  abort_customgrad(
+    python_error_message(class, details),
+    class = class,
     call = call,
-    python_error = cnd
+    python_error = cnd,
+    details = details,
+    .envir = rlang::env(d = details)
   )
 }
 
-abort_trace_strict <- function(reason, call, ...) {
-  abort_customgrad(
-    c(
+# The message for an error customgrad's Python module raised, from its
+# class and details (`d` in the templates).
+python_error_message <- function(class, d) {
+  switch(
+    class,
+    grad_count = c(
+      "The gradient function must return {d$expected} gradient{?s}, one per input of {.arg f}.",
+      "x" = "It returned {d$returned}.",
+      "i" = "Return a list with one gradient per input, {.code NULL} for an input without one."
+    ),
+    grad_shape = c(
+      "Each gradient must have its input's shape.",
+      "x" = "The gradient for {d$where} has shape {d$grad_shape}; the input has shape {d$input_shape}.",
+      "i" = "Reduce or broadcast the gradient to the input's shape (with {.fn op_sum} over broadcast axes, say)."
+    ),
+    grad_structure = if (identical(d$problem, "static")) {
+      c(
+        "Input {d$input} of {.arg f} is not a tensor, so it has no gradient.",
+        "x" = "The gradient function returned one for it.",
+        "i" = "Return {.code NULL} in its place."
+      )
+    } else {
+      c(
+        "The gradient for input {d$input} must be nested like the input.",
+        "x" = "The input holds {d$n_tensors} tensor{?s}, and its gradient is nested otherwise.",
+        "i" = "Return a list with the input's nesting and names."
+      )
+    },
+    grad_variables = c(
+      "The gradient function must return {d$expected} variable gradient{?s}, one per TensorFlow variable {.arg f} read.",
+      "x" = "It returned {d$returned}.",
+      "i" = "Return {.code list(input_gradients, variable_gradients)}."
+    ),
+    thread = c(
+      "A custom-gradient function was called on the Python thread {.val {d$thread}}.",
+      "x" = "R runs only on the main thread.",
+      "i" = "Call it eagerly or inside a compiled function traced on the main thread, not from {.code tf.py_function}, a {.code tf.data} map or another thread."
+    ),
+    trace = c(
       "The custom-gradient function can't be traced, and tracing is strict.",
-      "x" = "{reason}",
+      "x" = "{d$reason}",
       "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers), or use {.code trace = TRUE} to let R run it at every call."
     ),
-    class = "trace",
-    call = call,
-    ...
+    not_scalar = c(
+      "{.arg f} must return a scalar when {.arg upstream} is {.code NULL}.",
+      "x" = "It returned {length(d$shapes)} tensor{?s} of shape{?s} {d$shapes}.",
+      "i" = "Reduce the value to one number (with {.fn op_sum}, say), or give {.arg upstream} for a vector-Jacobian product."
+    ),
+    upstream = if (identical(d$problem, "shape")) {
+      c(
+        "{.arg upstream} must have the shape of {.arg f}'s value.",
+        "x" = "{.arg upstream}{if (is.null(d$tensor)) '' else paste0(' (tensor ', d$tensor, ')')} has shape {d$upstream_shape}; the value has shape {d$value_shape}."
+      )
+    } else {
+      c(
+        "{.arg upstream} must be nested like {.arg f}'s value.",
+        "x" = "The value holds {d$n_values} tensor{?s}; {.arg upstream} holds {d$n_upstream}, or is nested otherwise."
+      )
+    },
+    wrt_dtype = c(
+      "Can't differentiate with respect to argument {d$argument}.",
+      "x" = "It has dtype {.val {d$dtype}}; gradients need a floating-point dtype.",
+      "i" = "Convert it first, with {.code op_cast(x, \"float32\")}, or leave it out of {.arg wrt}."
+    ),
+    backend_unsupported = c(
+      "customgrad does not support the Keras backend {.val {d$backend}}.",
+      "i" = "Restart R and choose {.val tensorflow}, {.val jax} or {.val torch} with {.fn keras3::use_backend} before Keras starts."
+    ),
+    gradcheck_structure = c(
+      "{.arg f} must return the same number of tensors for every input.",
+      "x" = "It returned {d$expected} at first and {d$returned} for perturbed inputs."
+    ),
+    internal = c(
+      "customgrad failed inside: {d$problem}",
+      "i" = "This is a bug in customgrad; please report it with the code that led here."
+    )
   )
 }

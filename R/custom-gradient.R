@@ -262,7 +262,7 @@ custom_gradient_body <- function(inputs) {
   rlang::expr({
     fn <- .customgrad_state$py_from_r
     if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
-      fn <- custom_gradient_entry(.customgrad_state)
+      fn <- custom_gradient_entry(.customgrad_state, sys.call())
     }
     as_r_result(with_python_errors(
       reticulate::py_call(fn, !!!args),
@@ -273,11 +273,11 @@ custom_gradient_body <- function(inputs) {
 
 # The same for an f with `...`.
 call_custom_gradient <- function(state, inputs) {
+  call <- sys.call(-1)
   fn <- state$py_from_r
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
-    fn <- custom_gradient_entry(state)
+    fn <- custom_gradient_entry(state, call)
   }
-  call <- sys.call(-1)
   labels <- names(inputs) %||% character(length(inputs))
   labels[!nzchar(labels)] <- paste0("..", which(!nzchar(labels)))
   args <- lapply(seq_along(inputs), function(i) {
@@ -305,17 +305,17 @@ as_r_result <- function(out) {
 # the memory R holds bounded (python.R). py_call() calls it as it is,
 # without reticulate's R function around it, which costs more; results are
 # converted as keras3 hands them out.
-custom_gradient_entry <- function(state) {
-  custom_gradient_callable(state)
+custom_gradient_entry <- function(state, call) {
+  custom_gradient_callable(state, call)
   state$py_from_r
 }
 
 # The Python callable behind a custom-gradient function, made on first use:
 # defining one does not start Python.
-custom_gradient_callable <- function(state) {
+custom_gradient_callable <- function(state, call = rlang::caller_env()) {
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
-    py <- customgrad_py()
+    py <- customgrad_py(call = call)
     f <- state$f
     statics <- state$statics
     forward <- r_callback(function(..., released = NULL, tracing = FALSE) {
@@ -328,7 +328,7 @@ custom_gradient_callable <- function(state) {
       strict = identical(state$trace, "strict"),
       notify = r_callback(inform_fallback),
       warn_retrace = r_callback(warn_retrace),
-      max_traces = max_traces()
+      max_traces = max_traces(call)
     )
     # R's own calls also keep the memory R holds bounded (python.R).
     state$py_from_r <- reticulate::py_get_attr(fn, "from_r")
@@ -394,7 +394,7 @@ static_input <- function(x, state) {
 
 #' @rawNamespace S3method(reticulate::r_to_py, customgrad_static)
 r_to_py.customgrad_static <- function(x, convert = FALSE) {
-  customgrad_submodule("_structure")$Static(x$key)
+  customgrad_py("_structure")$Static(x$key)
 }
 
 # f's inputs from Python, with the values of non-tensor arguments back in
@@ -440,7 +440,7 @@ custom_gradient_forward <- function(
     return(reply_trace_failed_on_error({
       result <- as_f_result(run_traced(do.call(f, inputs)))
       convention <- grad_convention(result[[2]])
-      check_traceable_grad(convention)
+      check_traceable_grad(convention, call = NULL)
       callback <- grad_callback(result[[2]], convention, inputs)
       forward_reply(result[[1]], register_grad(traced_callback(callback)))
     }))
@@ -503,43 +503,6 @@ run_grad <- function(handle, upstream, variables = NULL) {
   fn(upstream, variables)
 }
 
-check_custom_gradient_result <- function(result, call = NULL) {
-  if (
-    is.list(result) &&
-      length(result) == 2L &&
-      is.function(result[[2L]]) &&
-      !inherits(result, "python.builtin.object")
-  ) {
-    return(invisible(result))
-  }
-  if (
-    !is.list(result) ||
-      inherits(result, "python.builtin.object") ||
-      length(result) != 2
-  ) {
-    abort_customgrad(
-      c(
-        "{.arg f} must return {.code tuple(value, grad)}.",
-        "x" = "It returned {describe_object(result)}.",
-        "i" = "Return the value together with its gradient function, such as {.code tuple(y, function(upstream) upstream * dy_dx)}."
-      ),
-      class = "f_result",
-      call = call
-    )
-  }
-  if (!is.function(result[[2]])) {
-    abort_customgrad(
-      c(
-        "The second element of {.arg f}'s result must be the gradient function.",
-        "x" = "It is {describe_object(result[[2]])}."
-      ),
-      class = "grad_not_function",
-      call = call
-    )
-  }
-  invisible(result)
-}
-
 # How grad wants to be called, read from its formals. A Python callable
 # (not reticulate's wrapper of an R function) is called grad(upstream).
 grad_convention <- function(grad, call = NULL) {
@@ -586,19 +549,6 @@ grad_callback <- function(grad, convention, inputs) {
       args$variables <- variables
     }
     do.call(grad, args)
-  }
-}
-
-# A backend that gives `variables` (TensorFlow) gives them only to a
-# gradient function that runs at backward time: a traced grad can't return
-# variable gradients. The adapter says whether it does.
-check_traceable_grad <- function(convention) {
-  if (convention$variables && customgrad_py()$grad_gets_variables()) {
-    abort_customgrad(
-      "Its gradient function takes {.arg variables}, which TensorFlow gives only to a gradient function that R runs.",
-      class = "trace_read",
-      call = NULL
-    )
   }
 }
 

@@ -67,6 +67,13 @@
 #' * `customgrad.gc_threshold_mb`: see "Memory" above.
 #' * `customgrad.max_traces`: the most traces one custom-gradient function
 #'   keeps (default 32); see "When R runs" in [op_custom_gradient()].
+#' * `customgrad.tf_startup_log`: `TRUE` shows the lines TensorFlow's C++
+#'   code writes when it is imported (oneDNN, CPU features, absl); by
+#'   default customgrad silences them, whoever imports TensorFlow. Set it
+#'   before Python starts. TensorFlow's later messages are not affected.
+#' * `customgrad.print_max`: the most elements a JAX or PyTorch tensor
+#'   prints (default 200); the rest are counted. TensorFlow tensors print
+#'   as the tensorflow package prints them.
 #'
 #' @keywords internal
 "_PACKAGE"

@@ -35,7 +35,9 @@
 #' @returns A data frame of class `customgrad_gradcheck` with one row per
 #'   checked input: `argument` (its name, or `..i` for the i-th input),
 #'   `elements`, `failed` (the number of elements that fail),
-#'   `max_abs_error`, `max_rel_error` and `pass`. Its attribute `"pass"` is
+#'   `max_abs_error`, `max_rel_error` (`NA` where every numeric derivative
+#'   is 0, since only the absolute error counts there), `worst` (the
+#'   element furthest out of tolerance, such as `"x[2]"`) and `pass`. Its attribute `"pass"` is
 #'   `TRUE` when every element passes, and `"worst"` describes the element
 #'   that is furthest out of tolerance. With `error = TRUE` it is returned
 #'   invisibly.
@@ -147,20 +149,25 @@ print.customgrad_gradcheck <- function(x, ...) {
       format(tol$rtol)
     ))
   }
-  print(
-    structure(
-      x,
-      class = "data.frame",
-      pass = NULL,
-      worst = NULL,
-      tolerance = NULL
-    ),
-    ...
+  # Errors to 3 significant digits; "-" for a relative error where every
+  # numeric derivative is 0 (only the absolute error counts there).
+  error_text <- function(e) {
+    ifelse(is.na(e), "-", formatC(e, digits = 3, format = "g"))
+  }
+  table <- data.frame(
+    argument = x$argument,
+    elements = x$elements,
+    failed = x$failed,
+    max_abs_error = error_text(x$max_abs_error),
+    max_rel_error = error_text(x$max_rel_error),
+    worst = ifelse(is.na(x$worst), "-", x$worst),
+    pass = ifelse(x$pass, "pass", "FAIL")
   )
+  print(table, row.names = FALSE, right = FALSE, ...)
   worst <- attr(x, "worst")
   if (isFALSE(pass) && !is.null(worst)) {
     cat(sprintf(
-      "Worst element: %s: autodiff %s, numeric %s\n",
+      "Worst element: %s: autodiff %s, numeric %s (derivatives of f's value reduced to one number; see ?gradcheck)\n",
       worst$element,
       format(worst$autodiff, digits = 6),
       format(worst$numeric, digits = 6)
@@ -171,7 +178,7 @@ print.customgrad_gradcheck <- function(x, ...) {
 
 # customgrad's Python module for gradient checks (_gradcheck.py).
 gradcheck_py <- function() {
-  customgrad_submodule("_gradcheck")
+  customgrad_py("_gradcheck")
 }
 
 # "x", "p" for inputs matched to f's arguments; "..3" otherwise.
@@ -301,39 +308,31 @@ gradcheck_result <- function(
     a <- as.vector(analytic[[j]])
     n <- as.vector(numeric[[j]])
     abs_error <- abs(a - n)
-    rel_error <- ifelse(abs_error == 0, 0, abs_error / abs(n))
+    # Against a numeric zero only the absolute error means anything.
+    rel_error <- ifelse(n == 0, NA_real_, abs_error / abs(n))
     tolerance <- atol + rtol * abs(n)
     ok <- !is.na(abs_error) & abs_error <= tolerance
     score <- abs_error / tolerance
     score[is.na(score)] <- Inf
     list(a = a, n = n, abs = abs_error, rel = rel_error, ok = ok, score = score)
   })
-  max_or_na <- function(x) if (length(x)) max(x, na.rm = FALSE) else NA_real_
-  rows <- lapply(seq_along(labels), function(i) {
-    parts <- per_leaf[leaves$input == i]
-    abs_error <- unlist(lapply(parts, `[[`, "abs"))
-    rel_error <- unlist(lapply(parts, `[[`, "rel"))
-    ok <- unlist(lapply(parts, `[[`, "ok"))
-    data.frame(
-      argument = labels[[i]],
-      elements = length(ok),
-      failed = sum(!ok),
-      max_abs_error = max_or_na(abs_error),
-      max_rel_error = max_or_na(rel_error),
-      pass = all(ok)
+  max_or_na <- function(x) {
+    x <- x[!is.na(x)]
+    if (length(x)) max(x) else NA_real_
+  }
+  # The element furthest out of tolerance among the leaves `js`.
+  worst_of <- function(js) {
+    scores <- vapply(
+      per_leaf[js],
+      function(p) if (length(p$score)) max(p$score) else -Inf,
+      1
     )
-  })
-  result <- do.call(rbind, rows)
-  worst <- NULL
-  scores <- vapply(
-    per_leaf,
-    function(p) if (length(p$score)) max(p$score) else -Inf,
-    1
-  )
-  if (length(scores) && max(scores) > -Inf) {
-    j <- which.max(scores)
+    if (length(scores) == 0 || max(scores) == -Inf) {
+      return(NULL)
+    }
+    j <- js[[which.max(scores)]]
     k <- which.max(per_leaf[[j]]$score)
-    worst <- list(
+    list(
       element = paste0(leaves$path[[j]], element_index(k, unlist(shapes[[j]]))),
       autodiff = per_leaf[[j]]$a[[k]],
       numeric = per_leaf[[j]]$n[[k]],
@@ -341,6 +340,22 @@ gradcheck_result <- function(
       rel_error = per_leaf[[j]]$rel[[k]]
     )
   }
+  rows <- lapply(seq_along(labels), function(i) {
+    js <- which(leaves$input == i)
+    parts <- per_leaf[js]
+    ok <- unlist(lapply(parts, `[[`, "ok"))
+    data.frame(
+      argument = labels[[i]],
+      elements = length(ok),
+      failed = sum(!ok),
+      max_abs_error = max_or_na(unlist(lapply(parts, `[[`, "abs"))),
+      max_rel_error = max_or_na(unlist(lapply(parts, `[[`, "rel"))),
+      worst = worst_of(js)$element %||% NA_character_,
+      pass = all(ok)
+    )
+  })
+  result <- do.call(rbind, rows)
+  worst <- worst_of(seq_along(per_leaf))
   structure(
     result,
     class = c("customgrad_gradcheck", "data.frame"),
@@ -379,11 +394,15 @@ abort_gradcheck <- function(result, call = rlang::caller_env()) {
     collapse = ", "
   )
   worst_text <- sprintf(
-    "autodiff %s, numeric %s (absolute error %s, relative error %s)",
+    "autodiff %s, numeric %s (absolute error %s%s)",
     num(worst$autodiff),
     num(worst$numeric),
     num(worst$abs_error),
-    num(worst$rel_error)
+    if (is.na(worst$rel_error)) {
+      ""
+    } else {
+      paste0(", relative error ", num(worst$rel_error))
+    }
   )
   abort_customgrad(
     c(
@@ -399,48 +418,4 @@ abort_gradcheck <- function(result, call = rlang::caller_env()) {
     result = result,
     call = call
   )
-}
-
-check_tolerance <- function(
-  x,
-  zero = FALSE,
-  ...,
-  arg = rlang::caller_arg(x),
-  call = rlang::caller_env()
-) {
-  ok <- is.numeric(x) &&
-    length(x) == 1 &&
-    !is.na(x) &&
-    is.finite(x) &&
-    (x > 0 || (zero && x == 0))
-  if (!ok) {
-    abort_customgrad(
-      c(
-        "{.arg {arg}} must be a {if (zero) 'non-negative' else 'positive'} number.",
-        "x" = "It is {describe_object(x)}{if (is.numeric(x) && length(x) == 1) paste0(': ', x) else ''}."
-      ),
-      class = "bad_argument",
-      call = call
-    )
-  }
-  invisible(x)
-}
-
-check_bool <- function(
-  x,
-  ...,
-  arg = rlang::caller_arg(x),
-  call = rlang::caller_env()
-) {
-  if (!isTRUE(x) && !isFALSE(x)) {
-    abort_customgrad(
-      c(
-        "{.arg {arg}} must be `TRUE` or `FALSE`.",
-        "x" = "It is {describe_object(x)}."
-      ),
-      class = "bad_argument",
-      call = call
-    )
-  }
-  invisible(x)
 }

@@ -176,7 +176,7 @@ grad_transform_forward <- function(state, inputs) {
   frame <- state$frame
   args <- frame$args
   args[state$wrt] <- inputs
-  value <- do.call(state$f, args)
+  value <- call_wrapped(state, args)
   value <- as_tensor_tree(value, what = "The value of `f`", call = frame$call)
   if (is.null(state$upstream)) {
     check_scalar_value(value, call = frame$call)
@@ -188,7 +188,7 @@ grad_transform_forward <- function(state, inputs) {
 
 # customgrad's Python module for gradients (inst/python/customgrad/_autodiff.py).
 autodiff_py <- function() {
-  customgrad_submodule("_autodiff")
+  customgrad_py("_autodiff")
 }
 
 # A function with f's arguments whose body calls `fun(state, args, call)`.
@@ -204,6 +204,29 @@ new_transform <- function(f, state, fun) {
   )
   env <- rlang::env(rlang::ns_env("customgrad"), .customgrad_state = state)
   rlang::new_function(fmls, body, env)
+}
+
+# Call the function a transform wraps by the name the caller gave it, so
+# that an error inside it names `h(x = x)` rather than the function's
+# deparsed source.
+call_wrapped <- function(state, args) {
+  name <- state$label
+  if (is.null(name) || !identical(make.names(name), name)) {
+    name <- "f"
+  }
+  arg_names <- names(args) %||% character(length(args))
+  vars <- ifelse(nzchar(arg_names), arg_names, paste0("arg", seq_along(args)))
+  if (name %in% vars) {
+    name <- ".wrapped"
+  }
+  env <- new.env(parent = emptyenv())
+  env[[name]] <- state$f
+  for (i in seq_along(args)) {
+    env[[vars[[i]]]] <- args[[i]]
+  }
+  call_args <- lapply(vars, as.symbol)
+  names(call_args) <- arg_names
+  eval(as.call(c(as.symbol(name), call_args)), env)
 }
 
 # What a transform prints: its kind, arguments, and the function it wraps
@@ -252,48 +275,6 @@ transform_formals <- function(f) {
   formals(args(f)) %||% alist(... = )
 }
 
-check_wrt <- function(
-  wrt,
-  f,
-  ...,
-  arg = rlang::caller_arg(wrt),
-  call = rlang::caller_env()
-) {
-  ok <- is.numeric(wrt) &&
-    !inherits(wrt, "python.builtin.object") &&
-    length(wrt) > 0 &&
-    !anyNA(wrt) &&
-    all(wrt >= 1) &&
-    all(wrt == trunc(wrt)) &&
-    !anyDuplicated(wrt)
-  if (!ok) {
-    abort_customgrad(
-      c(
-        "{.arg {arg}} must be argument positions: distinct whole numbers from 1.",
-        "x" = if (is.numeric(wrt)) {
-          "It is {.val {wrt}}."
-        } else {
-          "It is {describe_object(wrt)}."
-        }
-      ),
-      class = "wrt",
-      call = call
-    )
-  }
-  fmls <- names(transform_formals(f))
-  if (!"..." %in% fmls && max(wrt) > length(fmls)) {
-    abort_customgrad(
-      c(
-        "{.arg {arg}} must refer to arguments of {.arg f}.",
-        "x" = "{.arg f} has {length(fmls)} argument{?s}, and {.arg {arg}} includes {max(wrt)}."
-      ),
-      class = "wrt",
-      call = call
-    )
-  }
-  as.integer(wrt)
-}
-
 abort_wrt_missing <- function(wrt, n, call) {
   abort_customgrad(
     c(
@@ -301,26 +282,6 @@ abort_wrt_missing <- function(wrt, n, call) {
       "x" = "The function was called with {n} argument{?s}."
     ),
     class = "wrt",
-    call = call
-  )
-}
-
-# Tensors, R numbers and arrays, or nested lists of them.
-check_tensor_tree <- function(
-  x,
-  ...,
-  arg = rlang::caller_arg(x),
-  call = rlang::caller_env()
-) {
-  if (is.null(x) || is_tensor_tree(x)) {
-    return(invisible(x))
-  }
-  abort_customgrad(
-    c(
-      "{.arg {arg}} must be a tensor, an R number or array, or a list of them.",
-      "x" = "It is {describe_object(x)}."
-    ),
-    class = "input",
     call = call
   )
 }
@@ -379,21 +340,6 @@ as_tensor_tree <- function(
 argument_label <- function(args, i) {
   name <- names(args)[[i]] %||% ""
   if (nzchar(name)) paste0("Argument `", name, "`") else paste0("Argument ", i)
-}
-
-check_scalar_value <- function(value, call = NULL) {
-  if (has_one_element(value)) {
-    return(invisible(value))
-  }
-  abort_customgrad(
-    c(
-      "{.arg f} must return a scalar when {.arg upstream} is {.code NULL}.",
-      "x" = "It returned {describe_value(value)}.",
-      "i" = "Reduce the value to one number (with {.fn sum}, say), or give {.arg upstream} for a vector-Jacobian product."
-    ),
-    class = "not_scalar",
-    call = call
-  )
 }
 
 has_one_element <- function(x) {

@@ -29,7 +29,13 @@ install_customgrad <- function(
   extra_packages = NULL,
   force = FALSE
 ) {
-  backends <- unname(vapply(backends, check_backend, "", arg = "backends"))
+  backends <- unname(vapply(
+    backends,
+    check_backend,
+    "",
+    arg = "backends",
+    call = rlang::current_env()
+  ))
   requirements <- c(python_requirements(backends), extra_packages)
   stamp <- file.path(envname, "customgrad-requirements.txt")
   if (
@@ -105,32 +111,11 @@ default_python <- function() {
   unname(python)
 }
 
-check_python_version <- function(python, call = rlang::caller_env()) {
-  version <- tryCatch(
-    system2(
-      python,
-      c("-c", shQuote("import sys; print('%d.%d' % sys.version_info[:2])")),
-      stdout = TRUE,
-      stderr = FALSE
-    ),
-    error = function(cnd) character(),
-    warning = function(cnd) character()
-  )
-  version <- numeric_version(version[1], strict = FALSE)
-  if (is.na(version) || version < "3.9") {
-    abort_customgrad(
-      "{.file {python}} must be Python 3.9 or newer; it is {if (is.na(version)) 'not a working Python' else as.character(version)}.",
-      class = "python_version",
-      call = call
-    )
-  }
-}
-
 run_command <- function(command, args, call = rlang::caller_env()) {
   status <- system2(command, args)
   if (!identical(status, 0L)) {
     abort_customgrad(
-      "{.code {command} {args}} failed with status {status}.",
+      "{.code {paste(c(command, args), collapse = ' ')}} failed with status {status}.",
       class = "install_failed",
       call = call
     )

@@ -41,25 +41,65 @@ register_python_module <- function() {
   )
 }
 
-# The module, ready to use: Python checked (and started) first, R's
-# callbacks registered once.
-customgrad_py <- function(call = rlang::caller_env()) {
+# The one accessor for customgrad's Python handles: the module, or one of
+# its submodules (`customgrad_py("_autodiff")`), ready to use. The first
+# call checks Python (and starts it), registers R's callbacks and notes
+# Keras' backend; every call checks that a backend chosen since (with
+# KERAS_BACKEND) is the same. Made functions keep their handles and skip
+# both.
+customgrad_py <- function(submodule = NULL, call = rlang::caller_env()) {
   if (!isTRUE(the$py_ready)) {
     start_python(call)
-    path <- system.file("python", package = "customgrad", mustWork = TRUE)
-    sys <- reticulate::import("sys", convert = FALSE)
-    if (!reticulate::py_to_r(sys$path$`__contains__`(path))) {
-      sys$path$insert(0L, path)
-    }
-    memory <- reticulate::import("customgrad._memory", convert = FALSE)
+    add_python_path()
+    the$backend <- keras_backend_in_python()
+    memory <- import_submodule("_memory", convert = FALSE)
     threshold <- getOption("customgrad.gc_threshold_mb", 128) * 2^20
     memory$set_collector(r_callback(collect_garbage), threshold)
-    bridge <- reticulate::import("customgrad._bridge", convert = TRUE)
-    bridge$set_grad_runner(r_callback(run_grad))
-    the$bridge <- bridge
+    import_submodule("_bridge")$set_grad_runner(r_callback(run_grad))
     the$py_ready <- TRUE
   }
-  the$py_module
+  ensure_backend_unchanged(call)
+  if (is.null(submodule)) the$py_module else import_submodule(submodule)
+}
+
+# customgrad's Python package (inst/python) on Python's module path.
+add_python_path <- function() {
+  path <- system.file("python", package = "customgrad", mustWork = TRUE)
+  sys <- reticulate::import("sys", convert = FALSE)
+  if (!reticulate::py_to_r(sys$path$`__contains__`(path))) {
+    sys$path$insert(0L, path)
+  }
+}
+
+import_submodule <- function(name, convert = TRUE) {
+  key <- paste0(name, if (!convert) ":noconvert")
+  py <- the$submodules[[key]]
+  if (is.null(py)) {
+    py <- reticulate::import(paste0("customgrad.", name), convert = convert)
+    assign(key, py, envir = the$submodules)
+  }
+  py
+}
+
+# Keras fixes its backend when it starts; a backend chosen after that (with
+# KERAS_BACKEND) would silently not apply.
+ensure_backend_unchanged <- function(call = rlang::caller_env()) {
+  chosen <- Sys.getenv("KERAS_BACKEND")
+  if (nzchar(chosen) && !identical(chosen, the$backend)) {
+    abort_backend_started(chosen, the$backend, call)
+  }
+}
+
+abort_backend_started <- function(chosen, running, call) {
+  abort_customgrad(
+    c(
+      "Can't use the {.val {chosen}} backend: Keras already runs with {.val {running}}.",
+      "x" = "Keras fixes its backend when it starts, once per R session.",
+      "i" = "Restart R, then call {.code keras3::use_backend({.val {chosen}})} before anything else starts Keras."
+    ),
+    class = "backend_started",
+    call = call
+  )
 }
 
 # Start Python with Keras the way keras3 does, after checking that a Python
@@ -79,7 +119,7 @@ start_python <- function(call = rlang::caller_env()) {
       )
     }
   }
-  check_python_modules(call)
+  ensure_python_modules(call)
   # keras3's module handle imports keras (with KERAS_BACKEND as chosen with
   # use_backend()) and runs keras3's hooks.
   keras3::keras$ops
@@ -94,14 +134,13 @@ python_choice <- function() {
   tryCatch(reticulate::py_discover_config(), error = function(cnd) NULL)
 }
 
-check_python_modules <- function(call) {
-  backend <- backend_name()
-  missing <- c(
-    if (!py_module_installed("keras")) "keras",
-    if (!py_module_installed(backend_module(backend))) {
-      backend_module(backend)
-    }
-  )
+ensure_python_modules <- function(
+  call,
+  backend = backend_name(),
+  missing = missing_python_modules(backend)
+) {
+  # KERAS_BACKEND (or keras3's use_backend()) may name any backend.
+  check_backend(backend, arg = "KERAS_BACKEND", call = call)
   if (length(missing) == 0) {
     return(invisible())
   }
@@ -114,6 +153,15 @@ check_python_modules <- function(call) {
     ),
     class = if ("keras" %in% missing) "python_missing" else "backend_missing",
     call = call
+  )
+}
+
+missing_python_modules <- function(backend) {
+  c(
+    if (!py_module_installed("keras")) "keras",
+    if (!py_module_installed(backend_module(backend))) {
+      backend_module(backend)
+    }
   )
 }
 
@@ -134,8 +182,8 @@ python_reason <- function(config) {
 # dropped go first, so that the values of f they hold are garbage now
 # rather than promoted to an older generation by this collection.
 collect_garbage <- function() {
-  if (!is.null(the$bridge)) {
-    release_grads(the$bridge$take_released())
+  if (isTRUE(the$py_ready)) {
+    release_grads(import_submodule("_bridge")$take_released())
   }
   gc(full = FALSE, verbose = FALSE)
   invisible(NULL)
@@ -149,15 +197,4 @@ call_op <- function(name, ...) {
     assign(name, fn, envir = the$ops)
   }
   fn(...)
-}
-
-# A submodule of customgrad's Python package, imported once.
-customgrad_submodule <- function(name) {
-  py <- the$submodules[[name]]
-  if (is.null(py)) {
-    customgrad_py()
-    py <- reticulate::import(paste0("customgrad.", name), convert = TRUE)
-    assign(name, py, envir = the$submodules)
-  }
-  py
 }

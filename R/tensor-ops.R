@@ -239,13 +239,42 @@ tensor_format <- function(x, ...) {
   )
 }
 
-tensor_print <- function(x, ...) {
+# The values as R prints an array, at most `customgrad.print_max`
+# elements: leading slices along the first axis, the rest counted. Only
+# the slices shown are copied to R.
+tensor_print <- function(
+  x,
+  ...,
+  max = getOption("customgrad.print_max", 200L)
+) {
   cat(tensor_format(x), "\n", sep = "")
-  values <- tryCatch(tensor_values(x), error = function(cnd) NULL)
+  shape <- tensor_shape(x)
+  shown <- x
+  omitted <- 0
+  if (length(shape) >= 1 && !anyNA(shape) && prod(shape) > max) {
+    per_slice <- prod(shape[-1])
+    keep <- max(1, max %/% per_slice)
+    omitted <- shape[[1]] - keep
+    sizes <- as.list(as.integer(c(keep, shape[-1])))
+    shown <- call_op("slice", x, as.list(integer(length(shape))), sizes)
+  }
+  values <- tryCatch(tensor_values(shown), error = function(cnd) NULL)
   if (is.null(values)) {
     cat("(symbolic: no values while tracing)\n")
-  } else {
-    print(values, ...)
+    return(invisible(x))
+  }
+  print(values, max = max, ...)
+  if (omitted > 0) {
+    what <- if (length(shape) == 1) {
+      "elements"
+    } else {
+      "slices along the first axis"
+    }
+    cat(sprintf(
+      "[ %d more %s not shown; options(customgrad.print_max = ) shows more ]\n",
+      as.integer(omitted),
+      what
+    ))
   }
   invisible(x)
 }
@@ -253,6 +282,24 @@ tensor_print <- function(x, ...) {
 tensor_str <- function(object, ...) {
   cat(tensor_format(object), "\n", sep = "")
   invisible()
+}
+
+# Shape, dtype and R's summary of the values.
+tensor_summary <- function(object, ...) {
+  structure(
+    list(
+      header = tensor_format(object),
+      values = summary(as.vector(tensor_values(object)), ...)
+    ),
+    class = "customgrad_tensor_summary"
+  )
+}
+
+#' @export
+print.customgrad_tensor_summary <- function(x, ...) {
+  cat(x$header, "\n", sep = "")
+  print(x$values, ...)
+  invisible(x)
 }
 
 # --- Helpers shared with the rest of the package -----------------------------
@@ -293,7 +340,7 @@ tensor_values <- function(x, call = rlang::caller_env(2)) {
         ),
         class = "symbolic_tensor",
         call = call,
-        parent = cnd
+        python_error = cnd
       )
     }
   )
@@ -322,6 +369,7 @@ tensor_methods <- function() {
     `[` = tensor_subset,
     format = tensor_format,
     print = tensor_print,
-    str = tensor_str
+    str = tensor_str,
+    summary = tensor_summary
   )
 }

@@ -73,7 +73,7 @@ traced_callback <- function(callback) {
 }
 
 # The most traces a function keeps (customgrad.max_traces, default 32).
-max_traces <- function() {
+max_traces <- function(call = rlang::caller_env()) {
   n <- getOption("customgrad.max_traces", 32L)
   if (!rlang::is_scalar_integerish(n) || n < 1) {
     abort_customgrad(
@@ -82,7 +82,7 @@ max_traces <- function() {
         "x" = "It is {describe_object(n)}."
       ),
       class = "option",
-      call = NULL
+      call = call
     )
   }
   as.integer(n)
@@ -155,6 +155,11 @@ value_read_method <- function(generic) {
         class = "trace_read",
         call = NULL
       )
+    }
+    if (!generic %in% c("print", "format")) {
+      # A symbolic tensor outside tracing (a Keras model being built) has
+      # no values to read.
+      tensor_values(x, call = rlang::call2(generic, quote(x)))
     }
     NextMethod()
   }

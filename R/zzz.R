@@ -1,6 +1,28 @@
 .onLoad <- function(libname, pkgname) {
   register_python_module()
   register_tensor_methods()
+  if (reticulate::py_available(initialize = FALSE)) {
+    quiet_tensorflow_startup()
+  } else {
+    setHook("reticulate.onPyInit", quiet_tensorflow_startup)
+  }
+}
+
+# Run when Python starts, whoever starts it (keras3 usually): TensorFlow's
+# start-up log lines go unless `options(customgrad.tf_startup_log = TRUE)`
+# (see _quiet.py). Never fails: the lines are noise, not a reason to stop.
+quiet_tensorflow_startup <- function() {
+  if (isTRUE(getOption("customgrad.tf_startup_log"))) {
+    return(invisible(FALSE))
+  }
+  tryCatch(
+    {
+      add_python_path()
+      quiet <- reticulate::import("customgrad._quiet", convert = TRUE)
+      invisible(quiet$install())
+    },
+    error = function(cnd) invisible(FALSE)
+  )
 }
 
 # customgrad's methods for JAX and torch tensors (see tensor-ops.R). A
@@ -24,6 +46,9 @@ register_tensor_methods <- function() {
   # for tanh(), cosh(), trunc(), cumsum() and the like: the Math group
   # method fills only those gaps.
   register_if_missing("Math", "tensorflow.tensor", tensor_Math)
+  # reticulate's summary() of a TensorFlow tensor prints str() and returns
+  # NULL; this one is the same as for JAX and torch tensors.
+  register_if_missing("summary", "tensorflow.tensor", tensor_summary)
 }
 
 register_if_missing <- function(generic, class, method) {

@@ -39,7 +39,8 @@ native_grads <- function(loss, ...) {
       targs <- map_leaves(args, function(a) tf$constant(a, dtype = "float32"))
       leaves <- leaves_of(targs)
       tape <- tf$GradientTape()
-      y <- with_tape(tape, {
+      y <- local({
+        local_tape(tape)
         for (leaf in leaves) {
           tape$watch(leaf)
         }

@@ -9,7 +9,8 @@ native_grad <- function(f, x, ...) {
       tf <- reticulate::import("tensorflow", convert = FALSE)
       x <- tf$constant(x, dtype = "float32")
       tape <- tf$GradientTape()
-      y <- with_tape(tape, {
+      y <- local({
+        local_tape(tape)
         tape$watch(x)
         tf$reduce_sum(f(x, ...))
       })
@@ -41,10 +42,16 @@ expect_tensor <- function(object, expected, tolerance = 1e-6) {
   testthat::expect_equal(actual, expected, tolerance = tolerance)
 }
 
-# Evaluate `expr` inside `tape`'s context, which is left even on error (a
-# tape left active would record everything the later tests do).
-with_tape <- function(tape, expr) {
-  tape$`__enter__`()
-  on.exit(tape$`__exit__`(NULL, NULL, NULL))
-  expr
+# Enter the Python context manager `ctx` until `frame` ends, error or not
+# (withr-style); returns what `__enter__()` gave.
+local_python_context <- function(ctx, frame = parent.frame()) {
+  value <- ctx$`__enter__`()
+  withr::defer(ctx$`__exit__`(NULL, NULL, NULL), envir = frame)
+  invisible(value)
+}
+
+# Record on `tape` until `frame` ends: a tape left active would record
+# everything the later tests do.
+local_tape <- function(tape, frame = parent.frame()) {
+  local_python_context(tape, frame)
 }

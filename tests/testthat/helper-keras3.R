@@ -212,6 +212,7 @@ eval_code <- function(code, env) {
 python_warnings_during <- function(expr) {
   warnings <- reticulate::import("warnings", convert = FALSE)
   recorder <- warnings$catch_warnings(record = TRUE)
+  # (self-contained: it also runs in fresh R processes without the helpers)
   caught <- recorder$`__enter__`()
   on.exit(recorder$`__exit__`(NULL, NULL, NULL))
   warnings$simplefilter("always")

@@ -47,9 +47,10 @@ test_that("a wrong number of gradients is a classed error naming both counts", {
   )
   expect_match(
     conditionMessage(err),
-    "must return 2 gradients, one per input of `f`, but it returned 3",
+    "must return 2 gradients, one per input of `f`.\nx It returned 3.",
     fixed = TRUE
   )
+  expect_identical(err$details, list(expected = 2L, returned = 3L))
   # said once: the Python error is kept as a field, not printed again
   printed <- paste(format(err), collapse = "\n")
   expect_identical(lengths(gregexpr("must return 2 gradients", printed)), 1L)
@@ -68,7 +69,7 @@ test_that("a gradient of the wrong shape is a classed error naming both shapes",
   )
   expect_match(
     conditionMessage(err),
-    "The gradient for input 1 has shape (3), but input 1 has shape (2, 2)",
+    "The gradient for input 1 has shape (3); the input has shape (2, 2).",
     fixed = TRUE
   )
   bad_nest <- op_custom_gradient(function(xs) {
@@ -116,7 +117,7 @@ test_that("R is never entered from a non-main Python thread", {
   err <- run_in_thread(environment(h)$.customgrad_state$py, 1)
   expect_identical(calls, 0)
   expect_true(inherits(err, "customgrad.errors.ThreadError"))
-  expect_match(reticulate::py_str(err), "non-main Python thread")
+  expect_match(reticulate::py_str(err), "non-main thread")
 })
 
 test_that("a signature traced on the main thread runs on other threads", {

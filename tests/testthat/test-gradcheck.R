@@ -10,6 +10,7 @@ test_that("gradcheck() passes a right custom gradient", {
       "failed",
       "max_abs_error",
       "max_rel_error",
+      "worst",
       "pass"
     )
   )
@@ -179,4 +180,21 @@ test_that("gradcheck() arguments are checked", {
   expect_snapshot(gradcheck(f, 1, wrt = 2), error = TRUE)
   expect_snapshot(gradcheck(f, "a", wrt = 1), error = TRUE)
   expect_error(gradcheck(f, "a"), class = "customgrad_error_gradcheck_input")
+})
+
+test_that("gradcheck() prints one readable row per input, with the worst element", {
+  skip_if_no_backend()
+  bad_sin <- op_custom_gradient(function(x) {
+    tuple(sin(x), function(upstream) upstream * sin(x))
+  })
+  # y enters as 0 * y: its numeric derivative is exactly 0, where only the
+  # absolute error means anything (no Inf relative error).
+  f <- function(x, y) op_sum(bad_sin(x)) + op_sum(y * 0)
+  result <- gradcheck(f, x = c(0, 1), y = c(2, 3))
+  expect_identical(result$worst, c("x[1]", "y[1]"))
+  expect_identical(result$max_rel_error[[2]], NA_real_)
+  expect_false(any(is.infinite(result$max_rel_error)))
+  expect_snapshot(print(result), transform = function(lines) {
+    gsub("[0-9]\\.[0-9]+e-[0-9]+", "<tiny>", lines)
+  })
 })

@@ -170,6 +170,50 @@ test_that("str() and format() describe a tensor in one line", {
   }
 })
 
+test_that("a large tensor prints its leading slices and counts the rest", {
+  skip_if_no_backend()
+  x <- op_convert_to_tensor(array(as.numeric(1:1000), c(100, 10)))
+  withr::local_options(customgrad.print_max = 200)
+  out <- capture.output(print(x))
+  if (config_backend() == "tensorflow") {
+    # tensorflow R's print method stays: NumPy's, truncating past 1000
+    # elements.
+    big <- op_convert_to_tensor(array(as.numeric(1:5000), c(500, 10)))
+    out <- capture.output(print(big))
+    expect_match(out[[1]], "^tf.Tensor\\(")
+    expect_match(out, "...", fixed = TRUE, all = FALSE)
+    expect_lt(length(out), 20)
+    return(invisible())
+  }
+  expect_match(out[[1]], "shape(100, 10)", fixed = TRUE)
+  # 20 rows of 10 shown (the first column starts 1, 2, ...), 80 counted
+  expect_match(out, "^ ?\\[20,\\] +20 ", all = FALSE)
+  expect_false(any(grepl("^ ?\\[21,\\]", out)))
+  expect_identical(
+    out[[length(out)]],
+    "[ 80 more slices along the first axis not shown; options(customgrad.print_max = ) shows more ]"
+  )
+  v <- op_convert_to_tensor(as.numeric(1:500))
+  out <- capture.output(print(v))
+  expect_match(out[[length(out)]], "^\\[ 300 more elements not shown")
+  expect_match(out[[2]], "^ *\\[1\\] +1 +2 +3")
+  small <- capture.output(print(op_convert_to_tensor(c(1, 2))))
+  expect_length(small, 2)
+})
+
+test_that("summary() of a tensor is its header and R's summary of the values", {
+  skip_if_no_backend()
+  values <- c(4, 1, 3, 2, 10)
+  x <- op_convert_to_tensor(values)
+  s <- summary(x)
+  expect_s3_class(s, "customgrad_tensor_summary")
+  expect_equal(unclass(s$values), unclass(summary(values)))
+  out <- capture.output(print(s))
+  expect_length(out, 3)
+  expect_match(out[[1]], "shape(5)", fixed = TRUE)
+  expect_match(out[[2]], "Min.")
+})
+
 test_that("JAX and torch tensors print with customgrad's header and values", {
   skip_if_no_backend()
   x <- op_convert_to_tensor(c(0.5, 2))

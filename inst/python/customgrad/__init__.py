@@ -21,6 +21,7 @@ from customgrad.errors import (
     GradientStructureError,
     ThreadError,
     VariablesError,
+    error_classes,
     find_error,
     r_condition_fields,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "ThreadError",
     "VariablesError",
     "custom_gradient",
+    "error_classes",
     "find_error",
     "grad_gets_variables",
     "r_condition_fields",

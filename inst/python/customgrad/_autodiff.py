@@ -90,10 +90,7 @@ def differentiable_inputs(leaves, spec, positions):
             where = owner + 1
             if positions is not None:
                 where = list(positions)[owner]
-            raise DtypeError(
-                f"Can't differentiate with respect to argument {where}: it "
-                f"has dtype {dtype}, and gradients need a floating dtype."
-            )
+            raise DtypeError(argument=where, dtype=dtype)
         tensors.append(tensor)
     return tensors
 
@@ -111,26 +108,24 @@ def _upstream_tensors(upstream, values, value_spec):
     if upstream is None:
         if len(values) != 1 or not _has_one_element(values[0]):
             raise NotScalarError(
-                "`f` must return a scalar (one tensor with one element) when "
-                "`upstream` is NULL."
+                shapes=[_bridge.format_shape(_bridge.static_shape(v)) for v in values]
             )
         return [keras.ops.ones_like(values[0])]
     leaves, spec = flatten(upstream)
     if not spec.same_as(value_spec):
         raise UpstreamError(
-            "`upstream` must have the nesting of `f`'s value "
-            f"({len(values)} tensor(s)), but it has {len(leaves)} tensor(s) "
-            "or another nesting."
+            problem="nesting", n_values=len(values), n_upstream=len(leaves)
         )
     result = []
     for i, (u, v) in enumerate(zip(leaves, values), start=1):
         u = _bridge.to_tensor(u)
         u_shape, v_shape = _bridge.static_shape(u), _bridge.static_shape(v)
         if not _bridge.shapes_match(u_shape, v_shape):
-            where = "" if spec.is_leaf else f" (tensor {i})"
             raise UpstreamError(
-                f"`upstream`{where} has shape {_bridge.format_shape(u_shape)}, but `f`'s "
-                f"value{where} has shape {_bridge.format_shape(v_shape)}; they must be equal."
+                problem="shape",
+                tensor=None if spec.is_leaf else i,
+                upstream_shape=_bridge.format_shape(u_shape),
+                value_shape=_bridge.format_shape(v_shape),
             )
         result.append(keras.ops.cast(u, keras.backend.standardize_dtype(v.dtype)))
     return result

@@ -21,7 +21,7 @@ import importlib
 
 import keras
 
-from customgrad.errors import CustomGradError
+from customgrad.errors import BackendError
 
 _ADAPTERS = {
     "tensorflow": "customgrad._tensorflow",
@@ -37,9 +37,6 @@ def adapter(backend=None):
     module = _chosen.get(backend)
     if module is None:
         if backend not in _ADAPTERS:
-            raise CustomGradError(
-                f"The Keras backend {backend!r} is not supported; "
-                "use 'tensorflow', 'jax' or 'torch'."
-            )
+            raise BackendError(backend=backend)
         module = _chosen[backend] = importlib.import_module(_ADAPTERS[backend])
     return module

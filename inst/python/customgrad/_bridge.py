@@ -25,13 +25,7 @@ def call_r(fn, *args, count=True, **kwargs):
     """Call the R callback ``fn`` (an R error comes out as an exception that
     carries the R condition)."""
     if threading.current_thread() is not _MAIN_THREAD:
-        raise ThreadError(
-            "A customgrad function was called on a non-main Python thread "
-            f"({threading.current_thread().name!r}); R can only run on the "
-            "main thread. Run this code eagerly or in a compiled function "
-            "traced on the main thread (not inside tf.py_function, a tf.data "
-            "map or a CUDA backward)."
-        )
+        raise ThreadError(thread=threading.current_thread().name)
     if count:
         _memory.count_args(args)
     r_calls[0] += 1
@@ -144,10 +138,7 @@ def normalize_gradients(grads, inputs, fill_none, convert=None):
         # One nested input: its gradient may be given without the outer list.
         grads = [grads]
     if len(grads) != n:
-        raise GradientCountError(
-            f"`grad` must return {n} gradient{'s' if n != 1 else ''}, one per "
-            f"input of `f`, but it returned {len(grads)}."
-        )
+        raise GradientCountError(expected=n, returned=len(grads))
     flat = []
     for i, (g, x) in enumerate(zip(grads, inputs), start=1):
         g_leaves, g_spec = flatten(g)
@@ -155,17 +146,13 @@ def normalize_gradients(grads, inputs, fill_none, convert=None):
         if g_spec.is_leaf and g_leaves[0] is None:
             g_leaves, g_spec = [None] * len(x_leaves), x_spec
         if x_spec.kind is Static and not g_spec.same_as(x_spec):
-            raise GradientStructureError(
-                f"Input {i} of `f` is not a tensor, so its gradient must be "
-                "NULL (no gradient)."
-            )
+            raise GradientStructureError(input=i, problem="static")
         if not g_spec.same_as(x_spec):
             raise GradientStructureError(
-                f"The gradient for input {i} must have the same nesting as "
-                f"input {i} ({len(x_leaves)} tensor(s)), but it does not."
+                input=i, problem="nesting", n_tensors=len(x_leaves)
             )
         for j, (gl, xl) in enumerate(zip(g_leaves, x_leaves), start=1):
-            where = f"input {i}" if x_spec.is_leaf else f"input {i}, tensor {j}"
+            where = (i, None if x_spec.is_leaf else j)
             flat.append(_check_leaf(gl, xl, where, fill_none, convert or to_tensor))
     return flat
 
@@ -177,8 +164,11 @@ def _check_leaf(g, x, where, fill_none, convert):
     g_shape, x_shape = static_shape(g), static_shape(x)
     if not shapes_match(g_shape, x_shape):
         raise GradientShapeError(
-            f"The gradient for {where} has shape {format_shape(g_shape)}, but "
-            f"{where} has shape {format_shape(x_shape)}; they must be equal."
+            where=f"input {where[0]}" + (f", tensor {where[1]}" if where[1] else ""),
+            input=where[0],
+            tensor=where[1],
+            grad_shape=format_shape(g_shape),
+            input_shape=format_shape(x_shape),
         )
     if g.dtype != x.dtype:
         dtype = keras.backend.standardize_dtype(x.dtype)

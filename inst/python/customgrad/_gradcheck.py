@@ -11,7 +11,7 @@ import numpy as np
 
 from customgrad import _autodiff, _backend, _bridge, _messages
 from customgrad._structure import flatten
-from customgrad.errors import CustomGradError
+from customgrad.errors import GradcheckError
 
 __all__ = ["gradcheck"]
 
@@ -44,10 +44,7 @@ def gradcheck(fn, args, eps, positions=None, progress=None, backend=None):
     def objective(flat):
         values = flat_fn(*flat)
         if len(values) != len(weights):
-            raise CustomGradError(
-                "`f` returned a different number of tensors for perturbed "
-                "inputs; its value must have the same nesting every time."
-            )
+            raise GradcheckError(expected=len(weights), returned=len(values))
         return sum(float(np.sum(w * _numpy(v))) for w, v in zip(weights, values))
 
     numeric = []

@@ -7,7 +7,7 @@ list: a name says what each field is, and a wrong record fails by name.
 
 from typing import Any, NamedTuple
 
-from customgrad.errors import CustomGradError
+from customgrad.errors import ProtocolError
 
 
 class ForwardReply(NamedTuple):
@@ -41,9 +41,8 @@ def read_forward_reply(reply):
     """A :class:`ForwardReply` from R's ``forward_reply()`` (a dict)."""
     check_trace_failed(reply)
     if not isinstance(reply, dict) or set(reply) != set(ForwardReply._fields):
-        raise CustomGradError(
-            "R's forward callback must reply forward_reply(value, grad), "
-            f"a record with the fields {list(ForwardReply._fields)}."
+        raise ProtocolError(
+            problem="R's forward callback must reply forward_reply(value, grad)."
         )
     return ForwardReply(reply["value"], reply["grad"])
 

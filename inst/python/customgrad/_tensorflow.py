@@ -63,10 +63,7 @@ def _variable_gradients(var_grads, variables):
     if not isinstance(var_grads, (list, tuple)):
         var_grads = [var_grads]
     if len(var_grads) != len(variables):
-        raise VariablesError(
-            f"`grad` must return {len(variables)} variable gradient(s), one "
-            f"per variable `f` read, but it returned {len(var_grads)}."
-        )
+        raise VariablesError(expected=len(variables), returned=len(var_grads))
     return [None if g is None else tf.convert_to_tensor(g) for g in var_grads]
 
 

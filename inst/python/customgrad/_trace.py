@@ -146,7 +146,7 @@ class Traced:
             # a graph that can't be compiled).
             entry = _Fallback(_reason(exc))
         if isinstance(entry, _Fallback) and self.strict:
-            raise TraceError(entry.reason)
+            raise TraceError(reason=entry.reason)
         if len(self.cache) >= self.max_traces:
             self.cache.popitem(last=False)
             if not self.warned:

@@ -1,56 +1,97 @@
 """Exceptions that the R side turns into classed R conditions.
 
-Each class names the R condition class it becomes (``r_class``).  An R error
-raised in an R callback reaches Python as an exception that reticulate made
-from the condition (``r_class`` and the fields attached); the R side finds
-either kind in an exception's cause/context chain with :func:`find_error`
-and signals the R condition again.
+An error of customgrad's own carries its facts, not prose for R: the R
+condition class it becomes (``r_class``) and named ``details`` (numbers,
+shapes, names). R writes the message from those (``R/conditions.R``), with
+cli bullets and the user's call; ``str()`` of the exception is a plain
+English version for Python callers (a model loaded in Python, the tests).
+
+An R error raised in an R callback reaches Python as an exception that
+reticulate made from the condition (``r_class`` and the fields attached);
+the R side finds either kind in an exception's cause/context chain with
+:func:`find_error` and signals the R condition again.
 """
 
 
 class CustomGradError(Exception):
-    """Base class; becomes an R error of class ``customgrad_error``."""
+    """Base class. Subclasses set ``r_class`` and ``template`` (the Python
+    message, formatted with the details)."""
 
     r_class = "customgrad_error"
+    template = "customgrad error: {details}"
+
+    def __init__(self, **details):
+        self.details = details
+        super().__init__(self.template.format(details=details, **details))
 
 
 class GradientCountError(CustomGradError):
     r_class = "customgrad_error_grad_count"
+    template = "`grad` returned {returned} gradient(s); it must return {expected}, one per input of `f`."
 
 
 class GradientShapeError(CustomGradError):
     r_class = "customgrad_error_grad_shape"
+    template = "The gradient for {where} has shape {grad_shape}, but {where} has shape {input_shape}."
 
 
 class GradientStructureError(CustomGradError):
+    """``problem`` is "static" (a non-tensor input got a gradient) or
+    "nesting" (the gradient is nested unlike its input)."""
+
     r_class = "customgrad_error_grad_structure"
+    template = "The gradient for input {input} does not match the input ({problem}: a non-tensor input gets NULL; a nested one, a gradient nested alike)."
 
 
 class VariablesError(CustomGradError):
     r_class = "customgrad_error_grad_variables"
+    template = "`grad` returned {returned} variable gradient(s); it must return {expected}."
 
 
 class ThreadError(CustomGradError):
     r_class = "customgrad_error_thread"
+    template = "A customgrad function was called on the non-main thread {thread!r}; R runs only on the main thread."
 
 
 class TraceError(CustomGradError):
-    """A trace failed in strict mode (``op_custom_gradient(trace = "strict")``);
-    the message is the reason, and R writes the rest."""
+    """A trace failed in strict mode (``op_custom_gradient(trace = "strict")``)."""
 
     r_class = "customgrad_error_trace"
+    template = "The function can't be traced, and tracing is strict: {reason}"
 
 
 class NotScalarError(CustomGradError):
     r_class = "customgrad_error_not_scalar"
+    template = "`f` must return a scalar when `upstream` is NULL; it returned tensors of shapes {shapes}."
 
 
 class UpstreamError(CustomGradError):
+    """``problem`` is "nesting" or "shape"."""
+
     r_class = "customgrad_error_upstream"
+    template = "`upstream` does not match `f`'s value in {problem}: {details}"
 
 
 class DtypeError(CustomGradError):
     r_class = "customgrad_error_wrt_dtype"
+    template = "Can't differentiate with respect to argument {argument} of dtype {dtype}."
+
+
+class BackendError(CustomGradError):
+    r_class = "customgrad_error_backend_unsupported"
+    template = "The Keras backend {backend!r} is not supported."
+
+
+class GradcheckError(CustomGradError):
+    r_class = "customgrad_error_gradcheck_structure"
+    template = "`f` returned {returned} tensor(s) for perturbed inputs, and {expected} at first."
+
+
+class ProtocolError(CustomGradError):
+    """R and Python disagree about a message between them: a customgrad bug."""
+
+    r_class = "customgrad_error_internal"
+    template = "Internal error: {problem}"
 
 
 def carries_r_condition(exc):
@@ -78,3 +119,14 @@ def r_condition_fields(exc):
     return {
         k: v for k, v in vars(exc).items() if k != "r_class" and not k.startswith("__")
     }
+
+
+def error_classes():
+    """The R class of every error customgrad's Python module raises."""
+    found, todo = [], [CustomGradError]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls is not CustomGradError:
+            found.append(cls.r_class)
+    return sorted(found)

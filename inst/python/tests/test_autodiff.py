@@ -69,12 +69,16 @@ def test_errors_are_classed():
     call = _autodiff.value_and_grad(keras.ops.exp)
     with pytest.raises(_autodiff.NotScalarError):
         call(None, tensor([1.0, 2.0]))
-    with pytest.raises(_autodiff.UpstreamError, match=r"shape \(3\)"):
+    with pytest.raises(_autodiff.UpstreamError) as info:
         call(tensor([1.0, 2.0, 3.0]), tensor([1.0, 2.0]))
-    with pytest.raises(_autodiff.UpstreamError, match="nesting"):
+    assert info.value.details["upstream_shape"] == "(3)"
+    assert info.value.details["value_shape"] == "(2)"
+    with pytest.raises(_autodiff.UpstreamError) as info:
         call([tensor([1.0]), tensor([1.0])], tensor([1.0]))
-    with pytest.raises(_autodiff.DtypeError, match="argument 3"):
+    assert info.value.details["problem"] == "nesting"
+    with pytest.raises(_autodiff.DtypeError, match="argument 3") as info:
         _autodiff.value_and_grad(sum_sin, positions=[3])(None, tensor([1], "int32"))
+    assert info.value.details == {"argument": 3, "dtype": "int32"}
 
 
 def test_second_derivative_of_sin_is_minus_sin():

@@ -63,18 +63,6 @@ test_that("positions are 1-based in and out, 0-based with zero_indexed = TRUE", 
   )
   ids <- op_convert_to_tensor(c(2L, 1L, 2L))
   expect_tensor(op_segment_prod(c(5, 1, 7), ids, num_segments = 2), c(1, 35))
-  res <- op_unique(
-    c(3, 1, 3),
-    return_index = TRUE,
-    return_inverse = TRUE,
-    return_counts = TRUE
-  )
-  expect_tensor(res[[1]], c(1, 3))
-  expect_tensor(res[[2]], c(2, 1))
-  expect_tensor(res[[3]], c(2, 1, 2))
-  expect_tensor(res[[4]], c(1, 2))
-  res <- op_unique(c(3, 1, 3), return_inverse = TRUE, zero_indexed = TRUE)
-  expect_tensor(res[[2]], c(1, 0, 1))
   # Split positions are where new pieces start.
   m <- matrix(as.numeric(1:12), 3)
   res <- op_vsplit(m, c(2, 3))

@@ -1,0 +1,141 @@
+# Helpers for test-conditions.R: a way to meet every customgrad error class.
+
+# Raise the exception of class `name` of customgrad's Python module, with
+# `details`, and bring it back to R the way customgrad's calls do.
+raise_python_error <- function(name, ...) {
+  errors <- customgrad:::customgrad_py("errors")
+  exc <- do.call(reticulate::py_get_attr(errors, name), list(...))
+  raiser <- reticulate::py_run_string(
+    "def _raise(e):\n    raise e\n",
+    local = TRUE,
+    convert = FALSE
+  )$`_raise`
+  customgrad:::with_python_errors(raiser(exc), call = quote(h(x)))
+}
+
+new_doubler <- function() {
+  op_custom_gradient(function(x) tuple(x * 2, function(upstream) upstream * 2))
+}
+
+# One way to meet each class, as a user would where that is practical:
+# functions are named, as in users' code, so that errors can name the call.
+error_triggers <- list(
+  not_function = function() op_custom_gradient(1),
+  f_result = function() {
+    h <- op_custom_gradient(function(x) x * 2)
+    h(1)
+  },
+  grad_not_function = function() {
+    h <- op_custom_gradient(function(x) tuple(x, 1))
+    h(1)
+  },
+  grad_signature = function() {
+    h <- op_custom_gradient(function(x) tuple(x * 2, function() 1))
+    h(1)
+  },
+  grad_count = function() {
+    h <- op_custom_gradient(function(x) {
+      tuple(x * 2, function(upstream) list(upstream, upstream))
+    })
+    op_grad(h)(1)
+  },
+  grad_shape = function() {
+    h <- op_custom_gradient(function(x) {
+      tuple(op_sum(x * 2), function(upstream) op_ones(3))
+    })
+    op_grad(h)(c(1, 2))
+  },
+  grad_structure = function() {
+    h <- op_custom_gradient(function(x, mode) {
+      tuple(x * 2, function(upstream) list(upstream, upstream))
+    })
+    op_grad(h)(1, "fast")
+  },
+  grad_variables = function() customgrad:::abort_grad_variables(2),
+  input = function() {
+    h <- new_doubler()
+    h(1i)
+  },
+  trace_arg = function() op_custom_gradient(sin, trace = "yes"),
+  trace = function() {
+    h <- op_custom_gradient(
+      function(x) tuple(x * as.numeric(x), function(upstream) upstream),
+      trace = "strict"
+    )
+    h(1)
+  },
+  trace_read = function() customgrad:::run_traced(stats::runif(1)),
+  symbolic_tensor = function() as.numeric(keras_input(shape = 2)),
+  unsupported_op = function() gamma(op_convert_to_tensor(c(1, 2))),
+  axis_zero = function() op_nanmax(c(1, 2), axis = 0),
+  wrt = function() op_grad(function(x) x, wrt = 0),
+  wrt_dtype = function() {
+    g <- op_grad(function(x) op_sum(x))
+    g(op_convert_to_tensor(1:2))
+  },
+  not_scalar = function() {
+    g <- op_grad(function(x) x * 2)
+    g(c(1, 2))
+  },
+  upstream = function() {
+    g <- op_grad(function(x) x * 2, upstream = c(1, 2, 3))
+    g(c(1, 2))
+  },
+  gradcheck = function() {
+    h <- op_custom_gradient(function(x) {
+      tuple(sin(x), function(upstream) upstream * sin(x))
+    })
+    gradcheck(h, x = c(0.5, 1), error = TRUE)
+  },
+  gradcheck_input = function() gradcheck(sin),
+  gradcheck_structure = function() {
+    raise_python_error("GradcheckError", expected = 1L, returned = 2L)
+  },
+  bad_argument = function() gradcheck(sin, x = 1, eps = -1),
+  option = function() {
+    withr::local_options(customgrad.max_traces = 0)
+    h <- new_doubler()
+    h(1)
+  },
+  backend_unknown = function() install_customgrad(backends = "theano"),
+  backend_started = function() {
+    other <- setdiff(c("tensorflow", "jax"), config_backend())[[1]]
+    withr::local_envvar(KERAS_BACKEND = other)
+    h <- new_doubler()
+    h(1)
+  },
+  backend_unsupported = function() {
+    raise_python_error("BackendError", backend = "numpy")
+  },
+  # Which modules are missing is given: this Python has them all.
+  backend_missing = function() {
+    customgrad:::ensure_python_modules(quote(h(x)), "torch", missing = "torch")
+  },
+  python_missing = function() {
+    customgrad:::ensure_python_modules(quote(h(x)), "jax", missing = "keras")
+  },
+  python_version = function() {
+    install_customgrad(python = "/bin/false", envname = tempfile())
+  },
+  install_failed = function() {
+    customgrad:::run_command(
+      "false",
+      "--now",
+      call = quote(install_customgrad())
+    )
+  },
+  thread = function() raise_python_error("ThreadError", thread = "worker"),
+  internal = function() {
+    raise_python_error("ProtocolError", problem = "a reply without `value`.")
+  }
+)
+
+# The Python in use, which differs between machines, out of snapshots.
+scrub_python_path <- function(lines) {
+  gsub("Python: '[^']*'", "Python: '<python>'", lines)
+}
+
+# Snapshot variants for messages that name the backend in use.
+snapshot_variant <- function(class) {
+  if (class %in% c("backend_started")) config_backend() else NULL
+}

@@ -1,0 +1,59 @@
+# The input checkers: each returns its input or signals its classed error,
+# naming the argument as the caller wrote it.
+
+test_that("describe_object() says what an R value is, briefly", {
+  expect_identical(customgrad:::describe_object(NULL), "NULL")
+  expect_identical(
+    customgrad:::describe_object(1:3),
+    "a integer vector of length 3"
+  )
+  expect_identical(customgrad:::describe_object(list(1)), "a list of length 1")
+  expect_identical(customgrad:::describe_object(sin), "a function")
+  expect_identical(customgrad:::describe_object(quote(x)), "a <name> object")
+})
+
+test_that("checkers return their input and name the caller's argument", {
+  check_function <- customgrad:::check_function
+  expect_identical(check_function(sin), sin)
+  my_fun <- function(g) check_function(g)
+  err <- expect_error(my_fun(1), class = "customgrad_error_not_function")
+  expect_match(conditionMessage(err), "`g` must be a function", fixed = TRUE)
+  expect_identical(err$call, quote(my_fun(1)))
+  expect_identical(customgrad:::check_trace("strict"), "strict")
+  expect_error(
+    customgrad:::check_trace(NA),
+    class = "customgrad_error_trace_arg"
+  )
+  expect_identical(customgrad:::check_bool(TRUE), TRUE)
+  expect_error(
+    customgrad:::check_bool(NA),
+    class = "customgrad_error_bad_argument"
+  )
+  expect_identical(customgrad:::check_tolerance(0, zero = TRUE), 0)
+  expect_error(
+    customgrad:::check_tolerance(0),
+    class = "customgrad_error_bad_argument"
+  )
+})
+
+test_that("an unknown backend name gets rlang's suggestion and customgrad's class", {
+  expect_identical(customgrad:::check_backend("jax"), "jax")
+  err <- expect_error(
+    customgrad:::check_backend("jaxx", arg = "backend"),
+    class = "customgrad_error_backend_unknown"
+  )
+  expect_s3_class(err, "customgrad_error")
+  expect_match(conditionMessage(err), "must be one of")
+  expect_match(conditionMessage(err), "jax")
+})
+
+test_that("every check_*() helper has the house signature", {
+  ns <- asNamespace("customgrad")
+  checkers <- grep("^check_", ls(ns, all.names = TRUE), value = TRUE)
+  expect_gt(length(checkers), 10)
+  for (name in checkers) {
+    fmls <- names(formals(get(name, envir = ns)))
+    expect_identical(fmls[[1]], "x", label = name)
+    expect_true(all(c("...", "call") %in% fmls), label = name)
+  }
+})

@@ -1,0 +1,63 @@
+# What loading customgrad sets up: TensorFlow's start-up lines silenced,
+# whoever starts Python, unless asked for.
+
+test_that("TensorFlow's start-up lines are silenced, and shown on request", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  out <- tempfile()
+  callr::r(
+    function(show_log) {
+      options(customgrad.tf_startup_log = show_log)
+      library(customgrad)
+      library(keras3)
+      # keras3, not customgrad, starts Python; TensorFlow is imported on
+      # every backend so that the test means the same on each.
+      reticulate::import("tensorflow")
+      invisible(op_add(1, 1))
+    },
+    args = list(show_log = FALSE),
+    libpath = .libPaths(),
+    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend()),
+    stdout = out,
+    stderr = "2>&1"
+  )
+  quiet <- readLines(out)
+  expect_false(any(grepl(
+    "oneDNN|absl::InitializeLog|cpu_feature_guard",
+    quiet
+  )))
+  callr::r(
+    function(show_log) {
+      options(customgrad.tf_startup_log = show_log)
+      library(customgrad)
+      reticulate::import("tensorflow")
+      invisible()
+    },
+    args = list(show_log = TRUE),
+    libpath = .libPaths(),
+    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend()),
+    stdout = out,
+    stderr = "2>&1"
+  )
+  expect_true(any(grepl("oneDNN", readLines(out))))
+})
+
+test_that("a TensorFlow import that fails still fails, with its error", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  err <- callr::r(
+    function() {
+      library(customgrad)
+      reticulate::py_available(initialize = TRUE)
+      tryCatch(
+        reticulate::py_run_string(
+          "import sys\nsys.modules['tensorflow.python'] = None\nimport tensorflow"
+        ),
+        error = function(e) conditionMessage(e)
+      )
+    },
+    libpath = .libPaths(),
+    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend())
+  )
+  expect_match(err, "tensorflow.python|import", ignore.case = TRUE)
+})
