@@ -4,42 +4,32 @@
 test_that("TensorFlow's start-up lines are silenced, and shown on request", {
   skip_if_no_backend()
   skip_if_no_callr()
-  out <- tempfile()
-  callr::r(
-    function(show_log) {
-      options(customgrad.tf_startup_log = show_log)
-      library(customgrad)
-      library(keras3)
-      # keras3, not customgrad, starts Python; TensorFlow is imported on
-      # every backend so that the test means the same on each.
-      reticulate::import("tensorflow")
-      invisible(op_add(1, 1))
-    },
-    args = list(show_log = FALSE),
-    libpath = .libPaths(),
-    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend()),
-    stdout = out,
-    stderr = "2>&1"
-  )
-  quiet <- readLines(out)
+  # Everything a fresh R process writes while keras3 (not customgrad)
+  # starts Python and TensorFlow is imported, on every backend alike.
+  startup_output <- function(show_log) {
+    out <- tempfile()
+    callr::r(
+      function(show_log) {
+        options(customgrad.tf_startup_log = show_log)
+        library(customgrad)
+        library(keras3)
+        reticulate::import("tensorflow")
+        invisible(op_add(1, 1))
+      },
+      args = list(show_log = show_log),
+      libpath = .libPaths(),
+      env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend()),
+      stdout = out,
+      stderr = "2>&1"
+    )
+    readLines(out)
+  }
+  quiet <- startup_output(show_log = FALSE)
   expect_false(any(grepl(
     "oneDNN|absl::InitializeLog|cpu_feature_guard",
     quiet
   )))
-  callr::r(
-    function(show_log) {
-      options(customgrad.tf_startup_log = show_log)
-      library(customgrad)
-      reticulate::import("tensorflow")
-      invisible()
-    },
-    args = list(show_log = TRUE),
-    libpath = .libPaths(),
-    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend()),
-    stdout = out,
-    stderr = "2>&1"
-  )
-  expect_true(any(grepl("oneDNN", readLines(out))))
+  expect_true(any(grepl("oneDNN", startup_output(show_log = TRUE))))
 })
 
 test_that("a TensorFlow import that fails still fails, with its error", {
