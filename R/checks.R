@@ -103,6 +103,29 @@ check_tolerance <- function(
   invisible(x)
 }
 
+# A finite number (an R double or integer of length 1), returned as a
+# double; `min`: the number must be greater than it.
+check_number <- function(
+  x,
+  min = -Inf,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  ok <- is.numeric(x) && length(x) == 1 && is.finite(x) && x > min
+  if (!ok) {
+    abort_customgrad(
+      c(
+        "{.arg {arg}} must be a finite number{if (is.finite(min)) paste0(' greater than ', min) else ''}.",
+        "x" = "It is {describe_object(x)}{if (is.numeric(x) && length(x) == 1) paste0(': ', x) else ''}."
+      ),
+      class = "bad_argument",
+      call = call
+    )
+  }
+  as.double(x)
+}
+
 check_bool <- function(
   x,
   ...,

@@ -58,6 +58,7 @@ error_classes <- c(
   python_missing = "No Python with Keras 3 is chosen or found.",
   python_version = "The Python given to `install_customgrad()` is too old.",
   install_failed = "A step of `install_customgrad()` failed.",
+  load_function = "A loaded custom-gradient layer can't find its function, and its saved traces don't serve the call.",
   thread = "A custom-gradient function was called from a Python thread other than the main one, where R can't run.",
   internal = "R and Python disagreed about a message between them: a bug in customgrad, please report it."
 )
@@ -127,6 +128,37 @@ with_python_errors <- function(expr, call = rlang::caller_env()) {
   })
 }
 
+# A reticulate class filter (registered in .onLoad): a customgrad error
+# that reaches R through a call customgrad does not wrap (keras3's
+# load_model(), a Keras layer's call) gets its R classes too, so that
+# `tryCatch(customgrad_error_load_function = )` catches it. Called for
+# every Python object R converts: one string comparison for all others.
+add_customgrad_error_class <- function(classes) {
+  if (
+    length(classes) == 0L || !startsWith(classes[[1L]], "customgrad.errors.")
+  ) {
+    return(classes)
+  }
+  r_class <- the$python_error_classes[[classes[[1L]]]]
+  if (is.null(r_class) || r_class == "customgrad_error") {
+    return(c("customgrad_error", classes))
+  }
+  c(r_class, "customgrad_error", classes)
+}
+
+# The R class of each Python error class, read once when Python starts.
+note_python_error_classes <- function() {
+  tryCatch(
+    {
+      add_python_path()
+      errors <- reticulate::import("customgrad.errors", convert = TRUE)
+      the$python_error_classes <- errors$r_classes_by_python_class()
+    },
+    error = function(cnd) NULL
+  )
+  invisible()
+}
+
 rethrow_python_error <- function(cnd, call) {
   if (!isTRUE(the$py_ready)) {
     return(invisible())
@@ -152,6 +184,11 @@ rethrow_python_error <- function(cnd, call) {
   }
   class <- sub("^customgrad_error_", "", reticulate::py_to_r(r_class))
   details <- reticulate::py_to_r(reticulate::py_get_attr(found, "details"))
+  if (is.null(details)) {
+    # Only Keras' re-raised copy, with Keras' message: the R classes come
+    # from add_customgrad_error_class().
+    stop(cnd)
+  }
   # The Python error is kept as a field, not chained as the parent: its
   # message says the same again, in Python's words.
   abort_customgrad(
@@ -196,6 +233,15 @@ python_error_message <- function(class, d) {
       "The gradient function must return {d$expected} variable gradient{?s}, one per TensorFlow variable {.arg f} read.",
       "x" = "It returned {d$returned}.",
       "i" = "Return {.code list(input_gradients, variable_gradients)}."
+    ),
+    load_function = c(
+      "The custom-gradient layer {.val {d$layer}} needs its function{d$named}.",
+      "x" = "{toupper(substr(d$problem, 1, 1))}{substring(d$problem, 2)}.",
+      "i" = if (is.null(d$`function`)) {
+        "Assign the function to a variable, make the layer with that variable, and save the model again."
+      } else {
+        "Pass it to {.fn load_model}: {.code custom_objects = list({d$`function`} = <function>)}, or register it once with {.code register_keras_serializable({d$`function`}, name = \"{d$`function`}\")}."
+      }
     ),
     thread = c(
       "A custom-gradient function was called on the Python thread {.val {d$thread}}.",

@@ -97,7 +97,8 @@
 #' (a `tf.data` map, `tf.py_function`) is an error of class
 #' `customgrad_error_thread`. A traced signature needs no R.
 #'
-#' To keep R out of a training loop, hand the function itself to Keras:
+#' To keep R out of a training loop, make it a layer with
+#' [layer_custom_gradient()], or hand the function itself to Keras:
 #' `layer_lambda(log1pexp)` runs without R once traced, while
 #' `layer_lambda(\(x) log1pexp(x))` calls the R closure at every step on
 #' PyTorch (on TensorFlow and JAX, `fit()` traces it once either way).

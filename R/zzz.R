@@ -1,15 +1,37 @@
 .onLoad <- function(libname, pkgname) {
   register_python_module()
   register_tensor_methods()
+  reticulate::register_class_filter(add_customgrad_error_class)
   if (reticulate::py_available(initialize = FALSE)) {
-    quiet_tensorflow_startup()
+    on_python_start()
   } else {
-    setHook("reticulate.onPyInit", quiet_tensorflow_startup)
+    setHook("reticulate.onPyInit", on_python_start)
   }
 }
 
-# Run when Python starts, whoever starts it (keras3 usually): TensorFlow's
-# start-up log lines go unless `options(customgrad.tf_startup_log = TRUE)`
+# Run when Python starts, whoever starts it (keras3 usually).
+on_python_start <- function() {
+  quiet_tensorflow_startup()
+  register_layer_on_keras_start()
+  note_python_error_classes()
+}
+
+# customgrad's layer class is registered with Keras as soon as Keras is
+# imported, so that keras3's load_model() finds it in a fresh session
+# (see _keras_hook.py); R's resolver finds a loaded layer's R function.
+# Never fails: without it, only loading saved layers would.
+register_layer_on_keras_start <- function() {
+  tryCatch(
+    {
+      add_python_path()
+      hook <- reticulate::import("customgrad._keras_hook", convert = TRUE)
+      invisible(hook$install(r_callback(resolve_layer_function)))
+    },
+    error = function(cnd) invisible(FALSE)
+  )
+}
+
+# TensorFlow's start-up log lines go unless `options(customgrad.tf_startup_log = TRUE)`
 # (see _quiet.py). Never fails: the lines are noise, not a reason to stop.
 quiet_tensorflow_startup <- function() {
   if (isTRUE(getOption("customgrad.tf_startup_log"))) {

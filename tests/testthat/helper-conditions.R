@@ -124,6 +124,16 @@ error_triggers <- list(
       call = quote(install_customgrad())
     )
   },
+  # A real one is met through keras3's load_model() (test-layers.R), with
+  # the Python message: this is the message R writes for it.
+  load_function = function() {
+    raise_python_error(
+      "FunctionNotFoundError",
+      `function` = "log1pexp",
+      layer = "custom_gradient",
+      reason = "no_traces"
+    )
+  },
   thread = function() raise_python_error("ThreadError", thread = "worker"),
   internal = function() {
     raise_python_error("ProtocolError", problem = "a reply without `value`.")

@@ -37,6 +37,7 @@ __all__ = [
     "error_classes",
     "find_error",
     "grad_gets_variables",
+    "make_callable",
     "r_condition_fields",
 ]
 
@@ -64,9 +65,7 @@ def custom_gradient(
     the traces made); its ``from_r`` attribute is the same callable for R's
     calls, which also counts the result as held by R (``_memory``).
     """
-    from keras.src.backend import any_symbolic_tensors
-
-    from customgrad import _backend, _memory, _operation, _trace
+    from customgrad import _backend, _trace
 
     adapter = _backend.adapter(backend)
     core = _trace.RCalls(forward, adapter.FILL_NONE)
@@ -78,6 +77,18 @@ def custom_gradient(
             strict=strict,
             max_traces=max_traces or _trace.DEFAULT_MAX_TRACES,
         )
+    return make_callable(core, adapter)
+
+
+def make_callable(core, adapter):
+    """The differentiable callable over ``core`` (an ``_trace.RCalls`` or
+    ``_trace.Traced``) on ``adapter``'s backend; see :func:`custom_gradient`
+    for its attributes, and ``output_spec(*args)``, its value's symbolic
+    tensors for symbolic ``args``."""
+    from keras.src.backend import any_symbolic_tensors
+
+    from customgrad import _memory, _operation
+
     differentiable = adapter.custom_gradient(core)
     operation = _operation.CustomGradientOp(differentiable, core)
 
@@ -98,6 +109,7 @@ def custom_gradient(
         return _memory.handed_to_r(call(*args))
 
     call.core = core
+    call.output_spec = operation.compute_output_spec
     call.from_r = adapter.finish(call_from_r)
     return call
 

@@ -21,16 +21,37 @@ GRAD_GETS_VARIABLES = False
 
 def custom_gradient(fn):
     """Differentiable callable over ``fn.forward`` (see ``_trace``)."""
-    # Wrapped once, not per call; each call's state is on a stack (JAX runs
-    # `inner` at once, while tracing).
-    calls = []
+    # One jax.custom_gradient function per input nesting, made once: JAX
+    # may run it again long after the call (jax.export, jax2tf lower it
+    # later), so its state lives in its closure, not in the call.
+    wrapped = {}
+
+    def call(*args):
+        tensors, in_spec = _bridge.flat_inputs(args)
+        entry = wrapped.get(in_spec.key)
+        if entry is None:
+            if len(wrapped) >= _MAX_NESTINGS:
+                wrapped.clear()
+            entry = wrapped[in_spec.key] = _wrap(fn, in_spec)
+        inner, state = entry
+        result = inner(*tensors)
+        return _bridge.pack(state["spec"], list(result))
+
+    return call
+
+
+# Distinct input nestings kept wrapped (each is a small closure).
+_MAX_NESTINGS = 64
+
+
+def _wrap(fn, in_spec):
+    state = {}
 
     @jax.custom_gradient
     def inner(*flat):
-        state = calls[-1]
         # Under jax.grad, JAX may hand the primal Python float back here.
         flat = [_bridge.to_tensor(x) for x in flat]
-        leaves, spec, saved, backward = fn.forward(flat, state["in_spec"])
+        leaves, spec, saved, backward = fn.forward(flat, in_spec)
         state["spec"] = spec
 
         def rule(cotangents):
@@ -39,12 +60,7 @@ def custom_gradient(fn):
 
         return tuple(leaves), rule
 
-    def call(*args):
-        tensors, in_spec = _bridge.flat_inputs(args)
-        state, result = _bridge.call_on_stack(calls, inner, tensors, in_spec)
-        return _bridge.pack(state["spec"], list(result))
-
-    return call
+    return inner, state
 
 
 def finish(call):

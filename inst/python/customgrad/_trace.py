@@ -95,13 +95,17 @@ class Traced:
         self.strict = strict
         self.max_traces = max_traces
         self.cache = OrderedDict()  # signature -> _Trace or _Fallback
+        # Traces made on symbolic inputs with unknown dimensions (a model's
+        # batch size) serve every size of those dimensions.
+        self.general = {}  # general_key -> [_Trace]
+        self.aliases = {}  # signature -> a general _Trace it matched
         self.traces = 0  # traces made so far (R runs for each)
         self.warned = False
         self.notified = False
 
     def forward(self, flat, in_spec):
         key = signature(flat, in_spec)
-        entry = self.cache.get(key)
+        entry = self.cache.get(key) or self._general_match(key, flat, in_spec)
         if entry is None:
             entry = self._trace(key, flat, in_spec)
         if isinstance(entry, _Fallback):
@@ -123,7 +127,7 @@ class Traced:
         """The value's symbolic tensors for symbolic inputs ``flat`` (their
         trace gives the shapes), or None if the trace failed."""
         key = signature(flat, in_spec)
-        entry = self.cache.get(key)
+        entry = self.cache.get(key) or self._general_match(key, flat, in_spec)
         if entry is None:
             entry = self._trace(key, flat, in_spec)
         if isinstance(entry, _Fallback):
@@ -149,11 +153,52 @@ class Traced:
             raise TraceError(reason=entry.reason)
         if len(self.cache) >= self.max_traces:
             self.cache.popitem(last=False)
-            if not self.warned:
+            if not self.warned and self.warn_retrace is not None:
                 self.warned = True
                 _bridge.call_r(self.warn_retrace, self.traces)
         self.cache[key] = entry
+        if isinstance(entry, _Trace) and entry.is_general:
+            self.add_general(in_spec, entry)
         return entry
+
+    def add_trace(self, entry):
+        """Keep ``entry``, a trace made elsewhere (a saved one), as if it
+        had been made here for symbolic inputs."""
+        key = (
+            entry.nesting.key,
+            keras.config.floatx(),
+            tuple((KerasTensor, shape, dtype) for shape, dtype in entry.input_specs),
+        )
+        self.cache[key] = entry
+        if entry.is_general:
+            self.add_general(entry.nesting, entry)
+
+    def add_general(self, in_spec, entry):
+        """Let ``entry``, a trace with unknown dimensions, serve inputs of
+        any size there."""
+        key = general_key(in_spec.key, entry.input_specs)
+        traces = self.general.setdefault(key, [])
+        traces.append(entry)
+        del traces[: -self.max_traces]
+
+    def _general_match(self, key, flat, in_spec):
+        """A general trace that ``flat`` fits, or None."""
+        if not self.general:
+            return None
+        entry = self.aliases.get(key)
+        if entry is not None:
+            return entry
+        specs = [(_bridge.static_shape(x), _dtype(x)) for x in flat]
+        for entry in reversed(self.general.get(general_key(in_spec.key, specs), [])):
+            if all(
+                _bridge.shapes_match(shape, traced)
+                for (shape, _), (traced, _) in zip(specs, entry.input_specs)
+            ):
+                if len(self.aliases) >= _MAX_ALIASES:
+                    self.aliases.clear()
+                self.aliases[key] = entry
+                return entry
+        return None
 
 
 def signature(flat, in_spec):
@@ -163,6 +208,20 @@ def signature(flat, in_spec):
         in_spec.key,
         keras.config.floatx(),
         tuple((type(x), x.shape, x.dtype) for x in flat),
+    )
+
+
+# Signatures remembered as served by a general trace.
+_MAX_ALIASES = 256
+
+
+def general_key(nesting, input_specs):
+    """What a general trace and the inputs it serves share: the nesting,
+    floatx, and each input's dtype and rank."""
+    return (
+        nesting,
+        keras.config.floatx(),
+        tuple((dtype, None if shape is None else len(shape)) for shape, dtype in input_specs),
     )
 
 
@@ -178,7 +237,9 @@ def _reason(exc):
 class _Trace:
     """One signature's compiled programs, run in Python."""
 
-    __slots__ = ("compiled", "spec", "fill_none", "value_specs")
+    __slots__ = (
+        "compiled", "nesting", "spec", "fill_none", "value_specs", "input_specs",
+    )  # fmt: skip
 
     def __init__(self, r_calls, flat, in_spec):
         symbolic = [
@@ -199,9 +260,25 @@ class _Trace:
             convert=_symbolic_leaf,
         )
         self.compiled = _program.compile_programs(symbolic, leaves, upstream, grads)
+        self.nesting = in_spec
         self.spec = spec
         self.value_specs = [(tuple(x.shape), x.dtype) for x in leaves]
+        self.input_specs = [(tuple(x.shape), x.dtype) for x in symbolic]
         self.fill_none = r_calls.fill_none
+
+    @classmethod
+    def from_parts(cls, **parts):
+        """A trace from its parts (a saved one, see ``_saving``)."""
+        self = cls.__new__(cls)
+        for name, value in parts.items():
+            setattr(self, name, value)
+        return self
+
+    @property
+    def is_general(self):
+        """Whether a dimension of an input was unknown: R never saw it, so
+        the programs hold for every size there."""
+        return any(d is None for shape, _ in self.input_specs for d in shape)
 
     def forward(self, flat):
         c = self.compiled
@@ -234,6 +311,8 @@ class _Trace:
 def _output(leaf, values):
     if isinstance(leaf, int):
         return values[leaf]
+    if leaf[0] == "zeros":  # a saved trace's missing gradient (_saving)
+        return keras.ops.zeros_like(values[leaf[1]])
     constant = leaf[1]
     if constant is None:
         return None

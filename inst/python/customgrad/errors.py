@@ -20,7 +20,13 @@ class CustomGradError(Exception):
     r_class = "customgrad_error"
     template = "customgrad error: {details}"
 
-    def __init__(self, **details):
+    def __init__(self, message=None, **details):
+        if message is not None:
+            # Keras re-raises an error from a layer's call as the same class
+            # with its own message (the original is the context): no details.
+            self.details = None
+            super().__init__(message)
+            return
         self.details = details
         super().__init__(self.template.format(details=details, **details))
 
@@ -87,6 +93,39 @@ class GradcheckError(CustomGradError):
     template = "`f` returned {returned} tensor(s) for perturbed inputs, and {expected} at first."
 
 
+class FunctionNotFoundError(CustomGradError):
+    """A loaded custom-gradient layer needs its function: none was supplied
+    and the saved traces can't serve the call (``reason`` is "no_traces" or
+    "new_signature")."""
+
+    r_class = "customgrad_error_load_function"
+    template = "The custom-gradient layer {layer!r} needs its function{named}: {problem}. {how}"
+    _problems = {
+        "no_traces": "it was saved without traces that run without it",
+        "new_signature": "its saved traces don't serve inputs of this shape or dtype",
+    }
+
+    def __init__(self, message=None, **details):
+        if message is None:
+            name = details.setdefault("function", None)
+            details["problem"] = self._problems[details["reason"]]
+            if name is None:
+                details["named"] = ""
+                details["how"] = (
+                    "It was made from a function without a name, which loading "
+                    "can't find: assign the function to a variable, make the layer "
+                    "with that variable, and save the model again."
+                )
+            else:
+                details["named"] = f" `{name}`"
+                details["how"] = (
+                    "Pass the function when loading the model: in R "
+                    f"`load_model(path, custom_objects = list({name} = <function>))`, "
+                    f"in Python `custom_objects={{{name!r}: <function>}}`."
+                )
+        super().__init__(message, **details)
+
+
 class ProtocolError(CustomGradError):
     """R and Python disagree about a message between them: a customgrad bug."""
 
@@ -105,12 +144,17 @@ def find_error(exc):
     back into an R condition (a customgrad error, or an R condition that
     reticulate carried through Python), or None."""
     seen = set()
+    rewrapped = None
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, CustomGradError) or carries_r_condition(exc):
+        if carries_r_condition(exc):
             return exc
+        if isinstance(exc, CustomGradError):
+            if exc.details is not None:
+                return exc
+            rewrapped = rewrapped or exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
-    return None
+    return rewrapped
 
 
 def r_condition_fields(exc):
@@ -130,3 +174,15 @@ def error_classes():
         if cls is not CustomGradError:
             found.append(cls.r_class)
     return sorted(found)
+
+
+def r_classes_by_python_class():
+    """Each error class's R class by its Python name as reticulate writes
+    it (``module.Class``): R adds the R class to a customgrad error that
+    reaches R through someone else's call (keras3's ``load_model()``)."""
+    found, todo = {}, [CustomGradError]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        found[f"{cls.__module__}.{cls.__name__}"] = cls.r_class
+    return found

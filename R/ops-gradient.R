@@ -1,0 +1,287 @@
+#' Ready-made custom-gradient operations
+#'
+#' Operations whose gradient is not the derivative of their value, or is
+#' computed a safer way, that training code needs and `keras.ops` lacks.
+#' Each is a custom-gradient function (see [op_custom_gradient()]), traced
+#' once and replayed in Python on every backend; each `op_*()` that is
+#' used as a layer has a `layer_*()` form, which saves and loads with a
+#' model without further arguments (see [layer_custom_gradient()]).
+#'
+#' With `x` the input, `g` the upstream gradient (the gradient of the loss
+#' with respect to the result) and `dx` the gradient passed on to `x`:
+#'
+#' * `op_gradient_reversal(x, lambda)`: \eqn{y = x}, \eqn{dx = -\lambda g}.
+#'   The gradient reversal layer of domain-adversarial training (Ganin and
+#'   Lempitsky, 2015): what comes before it learns to *increase* the loss of
+#'   what comes after it.
+#' * `op_gradient_scale(x, scale)`: \eqn{y = x}, \eqn{dx = s g}. Slows down
+#'   (`scale < 1`) or speeds up the learning of what comes before, or stops
+#'   it (`scale = 0`, as [keras3::op_stop_gradient()]).
+#' * `op_gradient_clip_value(x, min, max)`: \eqn{y = x},
+#'   \eqn{dx = \min(\max(g, a), b)} element by element.
+#' * `op_gradient_clip_norm(x, max_norm)`: \eqn{y = x},
+#'   \eqn{dx = g \min(1, c / \lVert g \rVert_2)}, with the L2 norm over the
+#'   whole tensor (as `tf.clip_by_norm()`).
+#'   Both clip on the backward pass only, at this point of the model,
+#'   unlike an optimizer's `clipnorm`, which clips the parameters' gradients.
+#' * `op_straight_through(x, f)`: \eqn{y = f(x)}, \eqn{dx = g}: the
+#'   straight-through estimator (Bengio et al., 2013) for a step function
+#'   `f` whose derivative is zero almost everywhere (`"sign"`, `"round"`,
+#'   `"floor"`, `"ceil"`, binarisation, quantisation).
+#' * `op_log1pexp(x)`: \eqn{y = \log(1 + e^x)}, computed as
+#'   \eqn{\max(x, 0) + \log(1 + e^{-|x|})}, and
+#'   \eqn{dx = g \,\sigma(x)} with \eqn{\sigma} the logistic function:
+#'   finite for every `x` where the naive formula overflows (past
+#'   `x = 88` in float32) and its gradient is `NaN`.
+#'
+#' The gradients of `op_gradient_reversal()`, `op_gradient_scale()`, the
+#' clips and `op_straight_through()` are deliberately not the derivatives
+#' of their values, so [gradcheck()] fails for them by design; the tests
+#' check them against the formulas above. `op_log1pexp()`'s passes
+#' [gradcheck()].
+#'
+#' @param x A tensor (or an R array).
+#' @param lambda The factor \eqn{\lambda} of the reversed gradient.
+#' @param scale The factor \eqn{s} of the gradient.
+#' @param min,max The bounds \eqn{a \le b} of the gradient's elements.
+#' @param max_norm The largest L2 norm \eqn{c > 0} of the gradient.
+#' @param f The step function: the name of a keras3 operation without its
+#'   `op_` prefix (`"sign"`, `"round"`, `"floor"`, `"ceil"`), or an R
+#'   function of a tensor. A layer saved with an R function loads with its
+#'   saved traces only.
+#' @param object,... For the `layer_*()` forms: what to compose the layer
+#'   with, and `name`, `dtype`, `trainable`, as in [layer_custom_gradient()].
+#' @returns The result of the operation, a tensor; for `layer_*()`, as
+#'   keras3's `layer_*()` functions.
+#' @name gradient-ops
+#' @examplesIf customgrad::backend_available()
+#' library(keras3)
+#' # The value passes through; the gradient is reversed and scaled by 0.5.
+#' g <- op_grad(\(x) op_sum(op_gradient_reversal(x, lambda = 0.5) * 3))
+#' g(c(1, 2))
+#'
+#' # Round forward, identity backward: a rounding that still trains.
+#' op_grad(\(x) op_sum(op_straight_through(x, "round")))(c(0.2, 1.7))
+#'
+#' # No overflow at x = 100, and the gradient is 1.
+#' op_log1pexp(100)
+#' op_grad(op_log1pexp)(100)
+#'
+#' # As a layer: the dense layer below is trained against the loss.
+#' model <- keras_model_sequential(input_shape = 2) |>
+#'   layer_dense(2) |>
+#'   layer_gradient_reversal(lambda = 1) |>
+#'   layer_dense(1)
+NULL
+
+#' @rdname gradient-ops
+#' @export
+op_gradient_reversal <- function(x, lambda = 1) {
+  ready_made_op("gradient_reversal", lambda = lambda)(x)
+}
+
+#' @rdname gradient-ops
+#' @export
+op_gradient_scale <- function(x, scale) {
+  ready_made_op("gradient_scale", scale = scale)(x)
+}
+
+#' @rdname gradient-ops
+#' @export
+op_gradient_clip_value <- function(x, min, max) {
+  ready_made_op("gradient_clip_value", min = min, max = max)(x)
+}
+
+#' @rdname gradient-ops
+#' @export
+op_gradient_clip_norm <- function(x, max_norm) {
+  ready_made_op("gradient_clip_norm", max_norm = max_norm)(x)
+}
+
+#' @rdname gradient-ops
+#' @export
+op_straight_through <- function(x, f = "sign") {
+  ready_made_op("straight_through", f = f)(x)
+}
+
+#' @rdname gradient-ops
+#' @export
+op_log1pexp <- function(x) {
+  ready_made_op("log1pexp")(x)
+}
+
+#' @rdname gradient-ops
+#' @export
+layer_gradient_reversal <- function(object, lambda = 1, ...) {
+  object <- if (missing(object)) NULL else object
+  ready_made_layer(object, "gradient_reversal", list(lambda = lambda), ...)
+}
+
+#' @rdname gradient-ops
+#' @export
+layer_gradient_scale <- function(object, scale, ...) {
+  object <- if (missing(object)) NULL else object
+  ready_made_layer(object, "gradient_scale", list(scale = scale), ...)
+}
+
+#' @rdname gradient-ops
+#' @export
+layer_gradient_clip_value <- function(object, min, max, ...) {
+  object <- if (missing(object)) NULL else object
+  ready_made_layer(
+    object,
+    "gradient_clip_value",
+    list(min = min, max = max),
+    ...
+  )
+}
+
+#' @rdname gradient-ops
+#' @export
+layer_gradient_clip_norm <- function(object, max_norm, ...) {
+  object <- if (missing(object)) NULL else object
+  ready_made_layer(object, "gradient_clip_norm", list(max_norm = max_norm), ...)
+}
+
+#' @rdname gradient-ops
+#' @export
+layer_straight_through <- function(object, f = "sign", ...) {
+  object <- if (missing(object)) NULL else object
+  ready_made_layer(object, "straight_through", list(f = f), ...)
+}
+
+# The makers of the ready-made ops: each takes the op's parameters
+# (checked) and returns a custom-gradient function of x alone, so that the
+# parameters are constants of its trace.
+ready_made_makers <- list(
+  gradient_reversal = function(lambda = 1, call = NULL) {
+    lambda <- check_number(lambda, call = call)
+    op_custom_gradient(function(x) {
+      tuple(x, function(upstream) upstream * -lambda)
+    })
+  },
+  gradient_scale = function(scale, call = NULL) {
+    scale <- check_number(scale, call = call)
+    op_custom_gradient(function(x) {
+      tuple(x, function(upstream) upstream * scale)
+    })
+  },
+  gradient_clip_value = function(min, max, call = NULL) {
+    min <- check_number(min, call = call)
+    max <- check_number(max, call = call)
+    if (min > max) {
+      abort_customgrad(
+        c(
+          "{.arg min} must not be greater than {.arg max}.",
+          "x" = "{.arg min} is {min} and {.arg max} is {max}."
+        ),
+        class = "bad_argument",
+        call = call
+      )
+    }
+    op_custom_gradient(function(x) {
+      tuple(x, function(upstream) keras3::op_clip(upstream, min, max))
+    })
+  },
+  gradient_clip_norm = function(max_norm, call = NULL) {
+    max_norm <- check_number(max_norm, min = 0, call = call)
+    op_custom_gradient(function(x) {
+      tuple(x, function(upstream) {
+        norm <- keras3::op_sqrt(keras3::op_sum(keras3::op_square(upstream)))
+        # min(1, c / norm), and 1 where the norm is 0.
+        factor <- keras3::op_minimum(
+          1,
+          max_norm / keras3::op_maximum(norm, max_norm)
+        )
+        upstream * factor
+      })
+    })
+  },
+  straight_through = function(f = "sign", call = NULL) {
+    step <- step_function(f, call = call)
+    op_custom_gradient(function(x) {
+      tuple(step(x), function(upstream) upstream)
+    })
+  },
+  log1pexp = function(call = NULL) {
+    op_custom_gradient(function(x) {
+      value <- keras3::op_maximum(x, 0) +
+        keras3::op_log1p(keras3::op_exp(-keras3::op_abs(x)))
+      tuple(value, function(upstream) upstream * keras3::op_sigmoid(x))
+    })
+  }
+)
+
+# The ready-made op `name` made with `...`: made once per parameter values
+# and kept, so that a loop calling it traces once.
+ready_made_op <- function(name, ..., call = rlang::caller_env()) {
+  key <- rlang::hash(list(name, ...))
+  fn <- the$ready_made[[key]]
+  if (is.null(fn)) {
+    if (length(the$ready_made) >= 64L) {
+      rm(list = names(the$ready_made), envir = the$ready_made)
+    }
+    fn <- ready_made_makers[[name]](..., call = call)
+    assign(key, fn, envir = the$ready_made)
+  }
+  fn
+}
+
+# The maker of a ready-made op saved as "customgrad::<name>", or NULL.
+ready_made_maker <- function(name) {
+  if (!is.character(name) || !startsWith(name, "customgrad::")) {
+    return(NULL)
+  }
+  ready_made_makers[[sub("^customgrad::", "", name)]]
+}
+
+ready_made_layer <- function(
+  object,
+  name,
+  arguments,
+  ...,
+  call = rlang::caller_env()
+) {
+  f <- do.call(ready_made_makers[[name]], c(arguments, list(call = call)))
+  # An R function can't be saved: such a layer loads with its traces.
+  saveable <- !any(vapply(arguments, is.function, TRUE))
+  new_custom_gradient_layer(
+    object,
+    f,
+    function_name = if (saveable) paste0("customgrad::", name),
+    arguments = if (saveable) arguments,
+    ...,
+    call = call
+  )
+}
+
+# The forward function of op_straight_through(): a keras3 op by name, or an
+# R function.
+step_function <- function(f, call = rlang::caller_env()) {
+  if (is.function(f)) {
+    return(f)
+  }
+  if (rlang::is_string(f)) {
+    fn <- get0(
+      paste0("op_", f),
+      envir = asNamespace("keras3"),
+      mode = "function"
+    )
+    if (!is.null(fn)) {
+      return(fn)
+    }
+  }
+  abort_customgrad(
+    c(
+      "{.arg f} must be a function or the name of a keras3 operation.",
+      "x" = if (rlang::is_string(f)) {
+        "keras3 has no {.fn op_{f}}."
+      } else {
+        "It is {describe_object(f)}."
+      },
+      "i" = "Use {.val sign}, {.val round}, {.val floor}, {.val ceil}, or a function of a tensor."
+    ),
+    class = "bad_argument",
+    call = call
+  )
+}

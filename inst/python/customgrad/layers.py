@@ -1,0 +1,124 @@
+"""A custom-gradient function as a Keras layer, saved with its traces.
+
+:class:`CustomGradient` applies a custom-gradient function (what
+``customgrad.custom_gradient`` makes; R's ``layer_custom_gradient()``
+passes it) to its inputs.  Its config names the function and holds its
+saved traces (``_saving``).  Loading finds the function, in this order:
+
+1. ``custom_objects`` (or Keras' registered objects), by the saved name;
+2. R, when R runs this Python: customgrad's ready-made ops by name, and an
+   R function given in ``custom_objects`` (R's resolver, ``_keras_hook``);
+3. the saved traces alone, in any process (plain Python included): they
+   serve the inputs they were traced for, general ones any batch size.
+
+Without any of them, loading fails with :class:`FunctionNotFoundError`.
+Importing this module registers the layer with Keras.
+"""
+
+import keras
+
+from customgrad import _backend, _bridge, _keras_hook, _saving, _trace
+from customgrad.errors import FunctionNotFoundError, find_error
+
+
+@keras.saving.register_keras_serializable(package="customgrad")
+class CustomGradient(keras.Layer):
+    """Applies ``function``, a custom-gradient function, to the inputs.
+
+    ``function_name`` is the name the function is found by when a saved
+    model is loaded; ``arguments`` are the options customgrad's ready-made
+    ops are made with; ``traces`` are saved traces (set by loading).
+    """
+
+    def __init__(
+        self,
+        function=None,
+        function_name=None,
+        arguments=None,
+        traces=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.function_name = function_name
+        self.arguments = dict(arguments or {})
+        if function is None:
+            function = _find_function(function_name, self.arguments, traces, self.name)
+        self.function = function
+        self.built = True
+
+    def call(self, inputs):
+        return self.function(inputs)
+
+    def compute_output_spec(self, inputs):
+        return self.function.output_spec(inputs)
+
+    @classmethod
+    def from_config(cls, config):
+        try:
+            return super().from_config(config)
+        except TypeError as exc:
+            # Keras turns every error here into a TypeError: a missing
+            # function stays a FunctionNotFoundError.
+            found = find_error(exc)
+            if found is None:
+                raise
+            raise found from None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            function_name=self.function_name,
+            arguments=self.arguments,
+            traces=_saving.save_traces(self.function.core),
+        )
+        return config
+
+
+def _find_function(name, arguments, traces, layer):
+    found = _registered(name) if name else None
+    if found is not None and hasattr(found, "core"):
+        return found
+    resolve = _keras_hook.resolver()
+    if resolve is not None and name:
+        resolved = _bridge.call_r(resolve, name, arguments, found, count=False)
+        if resolved is not None:
+            return resolved
+    if traces:
+        return saved_function(traces, name, layer)
+    raise FunctionNotFoundError(function=name, layer=layer, reason="no_traces")
+
+
+def _registered(name):
+    """The object registered or in ``custom_objects`` under ``name`` (also
+    as ``package>name``, the way keras3's ``register_keras_serializable()``
+    registers it)."""
+    from keras.src.saving import object_registration
+
+    found = object_registration.get_registered_object(name)
+    if found is not None:
+        return found
+    for key, obj in keras.saving.get_custom_objects().items():
+        if key.endswith(">" + name):
+            return obj
+    return None
+
+
+def saved_function(traces, name, layer):
+    """A custom-gradient function that replays saved ``traces`` only: an
+    input they can't serve is a :class:`FunctionNotFoundError`."""
+    from customgrad import make_callable
+
+    adapter = _backend.adapter()
+
+    def missing(*args, **kwargs):
+        raise FunctionNotFoundError(function=name, layer=layer, reason="new_signature")
+
+    core = _trace.Traced(
+        _trace.RCalls(missing, adapter.FILL_NONE),
+        notify=None,
+        warn_retrace=None,
+        strict=True,
+    )
+    for data in traces:
+        core.add_trace(_saving.load_trace(data, adapter.FILL_NONE))
+    return make_callable(core, adapter)

@@ -1,0 +1,126 @@
+"""The layer and its saved traces: general traces serve every batch size,
+and a saved model replays them without R's f (here a Python stand-in)."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+import customgrad
+import customgrad.layers
+from customgrad import _saving
+from customgrad.errors import FunctionNotFoundError, find_error
+
+from test_trace import Counted, expected_grad
+from test_adapters import grad_of, reply
+
+
+def make_model(function):
+    inputs = keras.Input(shape=(3,))
+    hidden = keras.layers.Dense(4, kernel_initializer="ones")(inputs)
+    hidden = customgrad.layers.CustomGradient(function, function_name="log1pexp")(hidden)
+    return keras.Model(inputs, keras.layers.Dense(1, kernel_initializer="ones")(hidden))
+
+
+def test_a_general_trace_serves_every_batch_size():
+    forward = Counted()
+    h = customgrad.custom_gradient(forward)
+    h.output_spec(keras.KerasTensor((None, 2)))
+    assert forward.calls == 1
+    for x in ([[0.5, 2.0]], [[1.0, -3.0], [0.0, 1.0], [2.0, 2.0]]):
+        (g,) = grad_of(h, x)
+        np.testing.assert_allclose(g, expected_grad(x), rtol=1e-6)
+    assert forward.calls == 1
+    # Another rank is another signature.
+    grad_of(h, [1.0, 2.0])
+    assert forward.calls == 2
+
+
+def test_a_trace_round_trips_through_json():
+    forward = Counted()
+    h = customgrad.custom_gradient(forward)
+    h.output_spec(keras.KerasTensor((None, 2)))
+    saved = json.loads(json.dumps(_saving.save_traces(h.core)))
+    assert len(saved) == 1
+    replayed = customgrad.layers.saved_function(saved, "log1pexp", "layer")
+    x = [[0.5, 2.0], [3.0, -4.0]]
+    (g,) = grad_of(replayed, x)
+    np.testing.assert_allclose(g, expected_grad(x), rtol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(replayed(keras.ops.convert_to_tensor(x))),
+        np.logaddexp(0, np.asarray(x, "float32")),
+        rtol=1e-5,
+    )
+    with pytest.raises(FunctionNotFoundError) as info:
+        replayed(keras.ops.convert_to_tensor([1.0, 2.0]))
+    assert info.value.details["reason"] == "new_signature"
+
+
+def test_a_captured_variable_is_not_saved():
+    v = keras.Variable(2.0)
+
+    def forward(x, tracing=False, **hints):
+        return reply(x * v, lambda upstream, variables: [upstream * v])
+
+    h = customgrad.custom_gradient(forward)
+    h.output_spec(keras.KerasTensor((None, 2)))
+    assert h.core.n_cached == 1
+    assert _saving.save_traces(h.core) == []
+
+
+def test_a_saved_model_loads_with_its_traces_and_trains(tmp_path):
+    model = make_model(customgrad.custom_gradient(Counted()))
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    x = np.random.default_rng(1).normal(size=(10, 3)).astype("float32")
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-6)
+    loaded.compile(optimizer="sgd", loss="mse")
+    history = loaded.fit(x, x.sum(axis=1), epochs=2, batch_size=4, verbose=0)
+    assert all(np.isfinite(history.history["loss"]))
+
+
+def test_a_function_in_custom_objects_is_used(tmp_path):
+    model = make_model(customgrad.custom_gradient(Counted()))
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    forward = Counted()
+    loaded = keras.saving.load_model(
+        path, custom_objects={"log1pexp": customgrad.custom_gradient(forward)}
+    )
+    loaded.predict(np.zeros((2, 3), "float32"), verbose=0)
+    assert forward.calls == 1
+
+
+def test_without_traces_or_function_loading_fails_with_the_class(tmp_path):
+    v = keras.Variable(2.0)
+
+    def forward(x, tracing=False, **hints):
+        return reply(x * v, lambda upstream, variables: [upstream * v])
+
+    model = make_model(customgrad.custom_gradient(forward))
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    with pytest.raises(FunctionNotFoundError) as info:
+        keras.saving.load_model(path)
+    assert info.value.details == {
+        "function": "log1pexp",
+        "layer": model.layers[2].name,
+        "reason": "no_traces",
+        "problem": "it was saved without traces that run without it",
+        "named": " `log1pexp`",
+        "how": info.value.details["how"],
+    }
+
+
+def test_keras_rewrapped_errors_keep_the_class_and_find_the_original():
+    original = FunctionNotFoundError(function=None, layer="l", reason="new_signature")
+    try:
+        try:
+            raise original
+        except FunctionNotFoundError as exc:
+            raise type(exc)("Keras' message") from None
+    except FunctionNotFoundError as rewrapped:
+        assert rewrapped.details is None
+        assert find_error(rewrapped) is original

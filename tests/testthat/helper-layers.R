@@ -1,0 +1,87 @@
+# Helpers for test-layers.R and test-ops-gradient.R: small models, data, and
+# runs in a fresh R process or in plain Python.
+
+# Counts R's runs of f: log1pexp written as in the README, whose f adds 1
+# to `counter$f` each time R runs it (tracing included).
+counted_log1pexp <- function(counter) {
+  counter$f <- 0
+  op_custom_gradient(function(x) {
+    counter$f <- counter$f + 1
+    e <- op_exp(x)
+    grad <- function(..., upstream = NULL) {
+      upstream <- upstream %||% ..1
+      op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
+    }
+    tuple(op_log(1 + e), grad)
+  })
+}
+
+# Regression data with a fixed seed: y = sum of x's columns.
+regression_data <- function(n = 64, p = 3, seed = 1) {
+  set.seed(seed)
+  x <- matrix(rnorm(n * p), ncol = p)
+  list(x = x, y = matrix(rowSums(x), ncol = 1))
+}
+
+# input (p) -> dense "below" (units) -> `middle` -> dense "above" (1), with
+# fixed initial weights, so that two models differing only in `middle`
+# start alike.
+three_layer_model <- function(middle, units = 4, p = 3) {
+  inputs <- keras_input(shape = p)
+  outputs <- inputs |>
+    layer_dense(units, name = "below", kernel_initializer = "ones") |>
+    middle() |>
+    layer_dense(1, name = "above", kernel_initializer = "ones")
+  keras_model(inputs, outputs)
+}
+
+fit_losses <- function(model, data, epochs = 3, ...) {
+  model |>
+    compile(optimizer = optimizer_sgd(0.01), loss = "mse", ...)
+  history <- model |>
+    fit(
+      data$x,
+      data$y,
+      epochs = epochs,
+      batch_size = 16,
+      shuffle = FALSE,
+      verbose = 0
+    )
+  history$metrics$loss
+}
+
+# The Python that reticulate runs here (plain Python runs use it without R).
+python_exe <- function() {
+  reticulate::py_config()$python
+}
+
+# Run a Python script (lines) without R: customgrad's Python package on the
+# path, this process's backend; returns its output, failing on an error.
+run_plain_python <- function(lines, backend = config_backend()) {
+  script <- withr::local_tempfile(fileext = ".py")
+  writeLines(
+    c(
+      "import sys",
+      sprintf(
+        "sys.path.insert(0, %s)",
+        encodeString(system.file("python", package = "customgrad"), quote = "'")
+      ),
+      lines
+    ),
+    script
+  )
+  out <- withr::with_envvar(
+    c(KERAS_BACKEND = backend, TF_CPP_MIN_LOG_LEVEL = "3"),
+    suppressWarnings(system2(
+      python_exe(),
+      script,
+      stdout = TRUE,
+      stderr = TRUE
+    ))
+  )
+  status <- attr(out, "status") %||% 0L
+  if (status != 0L) {
+    stop(paste(c("Python failed:", utils::tail(out, 30)), collapse = "\n"))
+  }
+  out
+}
