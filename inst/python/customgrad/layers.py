@@ -16,6 +16,7 @@ Importing this module registers the layer with Keras.
 """
 
 import keras
+from keras.src.utils.naming import auto_name
 
 from customgrad import _backend, _bridge, _keras_hook, _saving, _trace
 from customgrad.errors import FunctionNotFoundError, find_error
@@ -38,6 +39,11 @@ class CustomGradient(keras.Layer):
         traces=None,
         **kwargs,
     ):
+        if kwargs.get("name") is None and function_name:
+            # customgrad's ready-made layers are named after their op
+            # ("gradient_reversal", "gradient_reversal_1", ...).
+            base = function_name.rpartition("::")[2]
+            kwargs["name"] = auto_name(base) if "::" in function_name else None
         super().__init__(**kwargs)
         self.function_name = function_name
         self.arguments = dict(arguments or {})
