@@ -32,9 +32,21 @@ describe_object <- function(x) {
   if (is.function(x)) {
     return("a function")
   }
+  if (is.data.frame(x)) {
+    return(paste0(
+      "a data frame of ",
+      ncol(x),
+      " column",
+      if (ncol(x) != 1) "s"
+    ))
+  }
+  if (is.factor(x)) {
+    return(paste0("a factor of length ", length(x)))
+  }
   if (is.atomic(x) || is.list(x)) {
     type <- if (is.list(x)) "list" else paste(typeof(x), "vector")
-    return(paste0("a ", type, " of length ", length(x)))
+    article <- if (grepl("^[aeiou]", type)) "an " else "a "
+    return(paste0(article, type, " of length ", length(x)))
   }
   paste0("a <", class(x)[[1]], "> object")
 }
@@ -239,6 +251,17 @@ check_custom_gradient_result <- function(
       is.function(x[[2L]]) &&
       !inherits(x, "python.builtin.object")
   ) {
+    if (!holds_value(x[[1L]])) {
+      abort_customgrad(
+        c(
+          "The value {.arg f} returns must hold a tensor.",
+          "x" = "It is {describe_object(x[[1L]])}.",
+          "i" = "Compute the value from {.arg f}'s inputs with tensor operations; check what {.arg f} was called with."
+        ),
+        class = "f_result",
+        call = call
+      )
+    }
     return(invisible(x))
   }
   if (
@@ -263,6 +286,40 @@ check_custom_gradient_result <- function(
         "x" = "It is {describe_object(x[[2]])}."
       ),
       class = "grad_not_function",
+      call = call
+    )
+  }
+  invisible(x)
+}
+
+# Whether f's value holds something to differentiate: a tensor, or R
+# numbers, possibly in (nested) lists; not NULL, strings or nothing.
+holds_value <- function(x) {
+  if (inherits(x, "python.builtin.object")) {
+    return(TRUE)
+  }
+  if (is.list(x)) {
+    return(length(x) > 0L && all(vapply(x, holds_value, TRUE)))
+  }
+  is.numeric(x) && length(x) > 0L
+}
+
+# R values reach tensors without NA: a tensor has no NA, and reticulate
+# would make a logical NA `True`. NaN is a floating-point value and passes.
+check_no_na <- function(
+  x,
+  ...,
+  what = "Argument {.arg {arg}}",
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  if (is.atomic(x) && anyNA(x) && !(is.double(x) && all(is.nan(x[is.na(x)])))) {
+    abort_customgrad(
+      c(
+        paste(what, "holds {.code NA}, which a tensor can't hold."),
+        "i" = "Remove or impute missing values first; {.code NaN} passes as a floating-point value."
+      ),
+      class = "na",
       call = call
     )
   }

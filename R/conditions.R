@@ -36,6 +36,8 @@ error_classes <- c(
   grad_structure = "A gradient is nested unlike its input, or a non-tensor input got a gradient.",
   grad_variables = "`f` read TensorFlow variables that the gradient function does not account for.",
   input = "An input can't be passed to a custom-gradient, gradient or compiled function.",
+  na = "An R value with `NA` reached a tensor (an argument, or an operand of arithmetic): tensors have no `NA`.",
+  grad_dtype = "The gradient function returned a gradient that is not floating point (a string, a logical, an integer, a complex number).",
   trace_arg = "`trace` is not `TRUE`, `FALSE` or `\"strict\"`.",
   trace = "A function with `trace = \"strict\"` could not be traced.",
   trace_read = "Tracing met something a trace can't hold (a value read in R, R's random numbers). It never reaches you: the function falls back to R at every call, with a message giving this reason.",
@@ -229,6 +231,11 @@ python_error_message <- function(class, d) {
         "i" = "Return a list with the input's nesting and names."
       )
     },
+    grad_dtype = c(
+      "Each gradient must be floating point, like its input.",
+      "x" = "The gradient for {d$where} has dtype {.val {d$dtype}}; the input has dtype {.val {d$input_dtype}}.",
+      "i" = "Return a floating-point tensor (R numbers, {.code op_cast(g, \"{d$input_dtype}\")}), or {.code NULL} for no gradient."
+    ),
     grad_variables = c(
       "The gradient function must return {d$expected} variable gradient{?s}, one per TensorFlow variable {.arg f} read.",
       "x" = "It returned {d$returned}.",

@@ -48,8 +48,15 @@
 #' strings, a single integer or logical (`axis = 2L`, `keepdims = TRUE`),
 #' functions. They reach `f` unchanged, get no gradient (`grad` returns
 #' `NULL` for them), and each value is traced on its own (see "When R
-#' runs"). Anything else (complex numbers, say) is an error of class
-#' `customgrad_error_input` naming the argument.
+#' runs"). Anything else is an error of class `customgrad_error_input`
+#' naming the argument: complex numbers, factors, data frames (convert them
+#' with `as.matrix()`), R vectors of length 0 (pass an empty tensor
+#' instead), and lists that mix numbers with options. An R `NA` (in an
+#' argument, or in arithmetic with a tensor inside `f` or `grad`) is an error
+#' of class `customgrad_error_na`: a tensor has no `NA`, and reticulate
+#' would turn a logical `NA` into `TRUE`; `NaN` passes. A gradient that is
+#' not floating point (`NA`, a string, a logical, an integer or a complex
+#' number) is an error of class `customgrad_error_grad_dtype`, never cast.
 #'
 #' Inside `f` and `grad`, use keras3's `op_*()` functions and R arithmetic
 #' on tensors.
@@ -348,23 +355,41 @@ as_python_input <- function(x, state, arg, call = NULL) {
   if (inherits(x, "python.builtin.object")) {
     return(x)
   }
-  if (is.double(x) && !is.object(x)) {
-    return(r_to_tensor(x))
-  }
-  if (is.list(x) && !is.object(x) || is.data.frame(x)) {
-    return(lapply(
-      unclass(x),
-      as_python_input,
-      state = state,
-      arg = arg,
-      call = call
-    ))
-  }
-  if ((is.integer(x) || is.logical(x)) && !is.object(x)) {
+  if ((is.double(x) || is.integer(x) || is.logical(x)) && !is.object(x)) {
+    check_no_na(x, arg = arg, call = call)
+    if (length(x) == 0L) {
+      abort_customgrad(
+        c(
+          "Argument {.arg {arg}} has no elements.",
+          "i" = "Pass a tensor for an empty input, such as {.code op_zeros(c(0, 3))}."
+        ),
+        class = "input",
+        call = call
+      )
+    }
+    if (is.double(x)) {
+      return(r_to_tensor(x))
+    }
     if (length(x) == 1L && is.null(dim(x))) {
       return(static_input(x, state))
     }
     return(r_to_tensor(x))
+  }
+  if (is.list(x) && !is.object(x)) {
+    inputs <- lapply(x, as_python_input, state = state, arg = arg, call = call)
+    options <- vapply(inputs, inherits, TRUE, "customgrad_static")
+    if (any(options) && !all(options)) {
+      abort_customgrad(
+        c(
+          "Argument {.arg {arg}} mixes values to differentiate with options.",
+          "x" = "{cli::qty(sum(!options))}Element{?s} {which(!options)} {?is/are} numeric; {cli::qty(sum(options))}element{?s} {which(options)} {?is/are} not.",
+          "i" = "Pass the numbers and the options as separate arguments."
+        ),
+        class = "input",
+        call = call
+      )
+    }
+    return(inputs)
   }
   if (is.null(x) || is.character(x) && !is.object(x) || is.function(x)) {
     return(static_input(x, state))
@@ -373,7 +398,11 @@ as_python_input <- function(x, state, arg, call = NULL) {
     c(
       "Argument {.arg {arg}} can't be passed to a custom-gradient function.",
       "x" = "It is {describe_object(x)}.",
-      "i" = "Pass tensors, R numbers or arrays (or lists of them) for values to differentiate, and {.code NULL}, strings, single integers or logicals for options."
+      "i" = if (is.data.frame(x)) {
+        "Convert it with {.code as.matrix()} first."
+      } else {
+        "Pass tensors, R numbers or arrays (or lists of them) for values to differentiate, and {.code NULL}, strings, single integers or logicals for options."
+      }
     ),
     class = "input",
     call = call

@@ -50,7 +50,13 @@ tensor_Ops <- function(e1, e2) {
 # dtype when both are floating (as tensorflow R does for TensorFlow
 # tensors), else as keras3's op_convert_to_tensor() makes it.
 as_operand <- function(x, tensor) {
-  if (!is.atomic(x) || length(x) <= 1L) {
+  if (!is.atomic(x)) {
+    return(x)
+  }
+  if (anyNA(x)) {
+    check_no_na(x, what = "An operand of a tensor operation", call = NULL)
+  }
+  if (length(x) <= 1L) {
     return(x)
   }
   dtype <- if (is.double(x)) tensor_dtype(tensor)

@@ -124,6 +124,14 @@ error_triggers <- list(
       call = quote(install_customgrad())
     )
   },
+  na = function() {
+    h <- new_doubler()
+    h(c(1, NA))
+  },
+  grad_dtype = function() {
+    h <- op_custom_gradient(function(x) tuple(x * 2, function(upstream) NA))
+    op_grad(h)(1)
+  },
   # A real one is met through keras3's load_model() (test-layers.R), with
   # the Python message: this is the message R writes for it.
   load_function = function() {

@@ -133,3 +133,89 @@ test_that("a signature traced on the main thread runs on other threads", {
   expect_null(reticulate::py_to_r(err))
   expect_identical(calls, 1)
 })
+
+# --- The bad-input matrix (tests/README.md lists every case) ----------------
+
+test_that("bad arguments are classed errors, and the session goes on", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    tuple(x * 10, function(upstream) upstream * 10)
+  })
+  cases <- list(
+    "NA" = list(NA, "customgrad_error_na"),
+    "NA in a double vector" = list(c(1, NA), "customgrad_error_na"),
+    "NA in an integer matrix" = list(
+      matrix(c(1L, NA), 1),
+      "customgrad_error_na"
+    ),
+    "factor" = list(factor("a"), "customgrad_error_input"),
+    "data frame" = list(data.frame(a = 1:2), "customgrad_error_input"),
+    "list mixing numbers and options" = list(
+      list(1, "a"),
+      "customgrad_error_input"
+    ),
+    "0-length vector" = list(numeric(0), "customgrad_error_input"),
+    "complex" = list(1i, "customgrad_error_input"),
+    "NULL (an option, no value to compute)" = list(
+      NULL,
+      "customgrad_error_f_result"
+    )
+  )
+  for (case in names(cases)) {
+    expect_error(
+      h(cases[[case]][[1]]),
+      class = cases[[case]][[2]],
+      label = case
+    )
+  }
+  expect_error(h(data.frame(a = 1)), "as.matrix()", fixed = TRUE)
+  # NaN is a value: it passes, and so does the session.
+  expect_tensor(h(c(1, NaN)), c(10, NaN))
+  expect_tensor(op_grad(h)(2), 10)
+})
+
+test_that("a gradient that isn't floating point is a classed error, never a cast", {
+  skip_if_no_backend()
+  grads <- list(
+    "NA" = \(upstream) NA,
+    "upstream * NA" = \(upstream) upstream * NA,
+    "a string" = \(upstream) "a",
+    "a complex number" = \(upstream) 1i,
+    "a logical" = \(upstream) TRUE,
+    "an integer tensor" = \(upstream) op_cast(upstream, "int32")
+  )
+  for (case in names(grads)) {
+    for (trace in list(TRUE, FALSE)) {
+      h <- op_custom_gradient(
+        function(x) tuple(x * 2, grads[[case]]),
+        trace = trace
+      )
+      expect_error(
+        op_grad(h)(1),
+        class = if (grepl("NA", case, fixed = TRUE)) {
+          c("customgrad_error")
+        } else {
+          "customgrad_error_grad_dtype"
+        },
+        label = paste(case, "with trace =", trace)
+      )
+    }
+  }
+  h <- op_custom_gradient(function(x) tuple(x * 2, \(upstream) 1i))
+  expect_error(op_grad(h)(1), "has dtype \"complex", fixed = TRUE)
+})
+
+test_that("an R NA met in tensor arithmetic is an error, not TRUE", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) tuple(x * NA, \(upstream) upstream))
+  expect_error(h(1), class = "customgrad_error_na")
+  x <- op_convert_to_tensor(c(1, 2), "float32")
+  if (config_backend() == "tensorflow") {
+    # Eager TensorFlow tensors keep tensorflow R's methods (customgrad
+    # overwrites none): a double NA is NaN there.
+    expect_tensor(x * c(NA, 1), c(NaN, 2))
+  } else {
+    expect_error(x * c(NA, 1), class = "customgrad_error_na")
+    expect_error(x * NA, class = "customgrad_error_na")
+  }
+})

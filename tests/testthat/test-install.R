@@ -39,5 +39,14 @@ test_that("the vignettes are installed with the package", {
   # `make` installs from a tarball with the vignettes built, as R CMD check
   # does: vignette("custom-gradients") works right after set-up.
   info <- tools::getVignetteInfo("customgrad")
-  expect_setequal(info[, "Topic"], c("custom-gradients", "gradients"))
+  expect_setequal(
+    info[, "Topic"],
+    c(
+      "backends-and-speed",
+      "custom-gradients",
+      "from-zero",
+      "gradients",
+      "training"
+    )
+  )
 })

@@ -7,11 +7,13 @@ R is entered only through :func:`call_r`, which refuses non-main threads
 import threading
 
 import keras
+import numpy as np
 
 from customgrad import _memory, _messages
 from customgrad._structure import Static, flatten, unflatten
 from customgrad.errors import (
     GradientCountError,
+    GradientDtypeError,
     GradientShapeError,
     GradientStructureError,
     ThreadError,
@@ -160,21 +162,51 @@ def normalize_gradients(grads, inputs, fill_none, convert=None):
 def _check_leaf(g, x, where, fill_none, convert):
     if g is None:
         return keras.ops.zeros_like(x) if fill_none else None
+    label = f"input {where[0]}" + (f", tensor {where[1]}" if where[1] else "")
+    x_dtype = keras.backend.standardize_dtype(x.dtype)
+    kind = _plain_kind(g)
+    if kind is not None and kind not in "fiu":
+        # Would be cast to a float without a word (R's NA arrives as True,
+        # a complex number would lose its imaginary part), or can't be.
+        dtype = {"b": "bool", "c": "complex", "U": "string", "S": "string"}.get(kind, "object")
+        raise GradientDtypeError(where=label, dtype=dtype, input_dtype=x_dtype)
     g = convert(g)
     g_shape, x_shape = static_shape(g), static_shape(x)
     if not shapes_match(g_shape, x_shape):
         raise GradientShapeError(
-            where=f"input {where[0]}" + (f", tensor {where[1]}" if where[1] else ""),
+            where=label,
             input=where[0],
             tensor=where[1],
             grad_shape=format_shape(g_shape),
             input_shape=format_shape(x_shape),
         )
+    g_dtype = keras.backend.standardize_dtype(g.dtype)
+    if _is_float(x_dtype) and not _is_float(g_dtype):
+        # A logical, integer or complex gradient would be cast without a
+        # word (R's NA arrives as True, a complex loses its imaginary part).
+        raise GradientDtypeError(where=label, dtype=g_dtype, input_dtype=x_dtype)
     if g.dtype != x.dtype:
         dtype = keras.backend.standardize_dtype(x.dtype)
         # A constant gradient at trace time casts itself (see _trace).
         g = g.cast_to(dtype) if hasattr(g, "cast_to") else keras.ops.cast(g, dtype)
     return g
+
+
+def _plain_kind(g):
+    """NumPy's dtype kind of a gradient that is not a tensor (a Python or
+    NumPy value from R), or None for tensors."""
+    if isinstance(g, (np.ndarray, np.generic)):
+        return g.dtype.kind
+    if hasattr(g, "dtype"):
+        return None
+    try:
+        return np.asarray(g).dtype.kind
+    except Exception:  # noqa: BLE001 - left to the conversion's own error
+        return None
+
+
+def _is_float(dtype):
+    return dtype.startswith(("float", "bfloat"))
 
 
 def static_shape(x):

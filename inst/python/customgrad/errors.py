@@ -41,6 +41,11 @@ class GradientShapeError(CustomGradError):
     template = "The gradient for {where} has shape {grad_shape}, but {where} has shape {input_shape}."
 
 
+class GradientDtypeError(CustomGradError):
+    r_class = "customgrad_error_grad_dtype"
+    template = "The gradient for {where} has dtype {dtype}; the input's is {input_dtype}, and a gradient must be floating point."
+
+
 class GradientStructureError(CustomGradError):
     """``problem`` is "static" (a non-tensor input got a gradient) or
     "nesting" (the gradient is nested unlike its input)."""
