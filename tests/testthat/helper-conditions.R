@@ -130,7 +130,7 @@ error_triggers <- list(
   },
   grad_dtype = function() {
     h <- op_custom_gradient(function(x) tuple(x * 2, function(upstream) NA))
-    op_grad(h)(1)
+    op_grad(h)(op_convert_to_tensor(1, "float32"))
   },
   # A real one is met through keras3's load_model() (test-layers.R), with
   # the Python message: this is the message R writes for it.

@@ -10,7 +10,10 @@ test_that("describe_object() says what an R value is, briefly", {
   expect_identical(customgrad:::describe_object(list(1)), "a list of length 1")
   expect_identical(customgrad:::describe_object(sin), "a function")
   expect_identical(customgrad:::describe_object(quote(x)), "a <name> object")
-  expect_identical(customgrad:::describe_object(factor("a")), "a factor of length 1")
+  expect_identical(
+    customgrad:::describe_object(factor("a")),
+    "a factor of length 1"
+  )
   expect_identical(
     customgrad:::describe_object(data.frame(a = 1, b = 2)),
     "a data frame of 2 columns"
