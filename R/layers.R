@@ -58,6 +58,15 @@
 #' @export
 #' @examplesIf customgrad::backend_available()
 #' library(keras3)
+#' \dontshow{
+#' # TensorFlow deletes its autograph files when Python exits, which Python
+#' # embedded in R doesn't: remove those this example makes.
+#' autograph_files <- function() {
+#'   tmp <- reticulate::import("tempfile")$gettempdir()
+#'   Sys.glob(file.path(tmp, "__autograph_generated_file*"))
+#' }
+#' before <- autograph_files()
+#' }
 #' log1pexp <- op_custom_gradient(\(x) {
 #'   e <- op_exp(x)
 #'   grad <- function(..., upstream = NULL) {
@@ -82,6 +91,7 @@
 #' save_model(model, path)
 #' model2 <- load_model(path, custom_objects = list(log1pexp = log1pexp))
 #' stopifnot(all.equal(predict(model, x, verbose = 0), predict(model2, x, verbose = 0)))
+#' \dontshow{unlink(setdiff(autograph_files(), before))}
 layer_custom_gradient <- function(object, f, ...) {
   object <- if (missing(object)) NULL else object
   name <- function_name(rlang::enexpr(f), f)
