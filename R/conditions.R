@@ -112,8 +112,30 @@ abort_customgrad <- function(
 # it converted to R (Python lists as R lists, None as NULL); tensors stay
 # Python objects, with conversion on as keras3 hands them out.
 r_callback <- function(fn, convert = TRUE) {
-  reticulate::r_to_py(fn, convert = convert)
+  force(fn)
+  reticulate::r_to_py(
+    function(...) withCallingHandlers(fn(...), error = note_error_classes),
+    convert = convert
+  )
 }
+
+# An error with classes of its own leaving an R callback: Python is told
+# its classes, so that they reach the R caller even through code that is
+# not customgrad's (Keras' fit(), a layer's call; see errors.py,
+# RConditionError, and add_customgrad_error_class()).
+note_error_classes <- function(cnd) {
+  classes <- setdiff(class(cnd), generic_condition_classes)
+  if (length(classes) > 0L && !inherits(cnd, "python.builtin.object")) {
+    try(import_submodule("errors")$note_r_condition(classes), silent = TRUE)
+  }
+}
+
+generic_condition_classes <- c(
+  "rlang_error",
+  "simpleError",
+  "error",
+  "condition"
+)
 
 # Evaluate a call into Python; errors that come back from customgrad's
 # Python module become R errors again: the original R condition for one
@@ -140,6 +162,11 @@ add_customgrad_error_class <- function(classes) {
     length(classes) == 0L || !startsWith(classes[[1L]], "customgrad.errors.")
   ) {
     return(classes)
+  }
+  if (startsWith(classes[[1L]], "customgrad.errors.R:")) {
+    # An R condition's own classes, carried in the Python class's name.
+    own <- substring(classes[[1L]], nchar("customgrad.errors.R:") + 1L)
+    return(c(strsplit(own, ",", fixed = TRUE)[[1L]], classes))
   }
   r_class <- the$python_error_classes[[classes[[1L]]]]
   if (is.null(r_class) || r_class == "customgrad_error") {

@@ -23,16 +23,23 @@ run_traced <- function(expr) {
 }
 
 # While tracing, an error that means "this can't be traced" (a value read,
-# R's RNG, an operation that fails on symbolic tensors, an error of the
-# user's code there) is replied to Python as a trace-failed record, and
+# R's RNG, an operation that fails on symbolic tensors, a plain stop() of
+# the user's code there) is replied to Python as a trace-failed record, and
 # Python calls R at every call instead, where a real error shows as it
 # would untraced. customgrad's own checks of f's and grad's results are
 # raised as they are: they fail the same way untraced.
 reply_trace_failed_on_error <- function(expr) {
   tryCatch(expr, error = function(cnd) {
+    if (inherits(cnd, "customgrad_error_trace_read")) {
+      return(trace_failed_reply(conditionMessage(cnd)))
+    }
+    # customgrad's own checks, and errors the user's code raised with a
+    # class of its own (rlang::abort(class = )): meant, not a limit of
+    # tracing, so raised at once.
     if (
-      inherits(cnd, "customgrad_error") &&
-        !inherits(cnd, "customgrad_error_trace_read")
+      inherits(cnd, "customgrad_error") ||
+        !inherits(cnd, "python.builtin.object") &&
+          length(setdiff(class(cnd), generic_condition_classes)) > 0L
     ) {
       stop(cnd)
     }

@@ -228,3 +228,70 @@ test_that("an R NA met in tensor arithmetic is an error, not TRUE", {
     expect_error(x * NA, class = "customgrad_error_na")
   }
 })
+
+# --- Errors in the user's code, in every mode -------------------------------
+
+test_that("a classed error in f or grad keeps its class in every mode, fit() included", {
+  skip_if_no_backend()
+  failing <- list(
+    f = function(x) rlang::abort("f failed", class = "my_error"),
+    grad = function(x) {
+      tuple(x * 2, \(upstream) rlang::abort("grad failed", class = "my_error"))
+    }
+  )
+  for (where in names(failing)) {
+    for (trace in list(TRUE, FALSE)) {
+      h <- op_custom_gradient(failing[[where]], trace = trace)
+      label <- paste("in", where, "with trace =", trace)
+      # eager, and under op_grad() and op_compile()
+      expect_error(
+        op_grad(h)(1),
+        paste(where, "failed"),
+        class = "my_error",
+        label = label
+      )
+      expect_error(
+        op_compile(op_grad(h))(op_convert_to_tensor(1, "float32")),
+        paste(where, "failed"),
+        class = "my_error",
+        label = label
+      )
+      # through Keras, which customgrad does not wrap: f fails when the
+      # model is built, grad in fit()
+      expect_error(
+        {
+          model <- keras_model_sequential(input_shape = 2) |>
+            layer_dense(2) |>
+            layer_custom_gradient(h) |>
+            layer_dense(1)
+          model |> compile(optimizer = "sgd", loss = "mse")
+          model |> fit(matrix(1:4, 2), c(1, 2), verbose = 0)
+        },
+        paste(where, "failed"),
+        class = "my_error",
+        label = label
+      )
+    }
+  }
+})
+
+test_that("a classed error while tracing is raised at once, without the fallback message", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    tuple(x * 2, \(upstream) rlang::abort("grad failed", class = "my_error"))
+  })
+  expect_no_message(expect_error(op_grad(h)(1), class = "my_error"))
+})
+
+test_that("a warning in f or grad stays a warning and the result comes back", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) {
+    warning("f warns")
+    tuple(x * 2, \(upstream) {
+      warning("grad warns")
+      upstream * 2
+    })
+  })
+  expect_warning(expect_warning(g <- op_grad(h)(1), "f warns"), "grad warns")
+  expect_tensor(g, 2)
+})

@@ -12,6 +12,9 @@ import numpy as np
 from customgrad import _memory, _messages
 from customgrad._structure import Static, flatten, unflatten
 from customgrad.errors import (
+    carries_r_condition,
+    r_condition_type,
+    take_noted_r_classes,
     GradientCountError,
     GradientDtypeError,
     GradientShapeError,
@@ -31,7 +34,15 @@ def call_r(fn, *args, count=True, **kwargs):
     if count:
         _memory.count_args(args)
     r_calls[0] += 1
-    return fn(*args, **kwargs)
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        classes = take_noted_r_classes()
+        if classes and carries_r_condition(exc):
+            # Keeps the R condition's own classes through code that is not
+            # customgrad's, up to R (see errors.RConditionError).
+            raise r_condition_type(classes)(str(exc)) from exc
+        raise
 
 
 def to_tensor(x):

@@ -138,6 +138,48 @@ class ProtocolError(CustomGradError):
     template = "Internal error: {problem}"
 
 
+class RConditionError(CustomGradError):
+    """An R condition with classes of its own (``rlang::abort(class = )``)
+    raised in an R callback, on its way through Python code that is not
+    customgrad's (Keras' ``fit()``, a layer's call).  Its subclasses are
+    named after the R classes (``R:my_error``), which R reads back from the
+    class name (``add_customgrad_error_class()``): a Python exception
+    reaches R with the classes of its type only.  The exception reticulate
+    made from the condition is its cause."""
+
+    r_class = None
+
+
+_noted_r_classes = [None]
+_r_condition_types = {}
+
+
+def note_r_condition(classes):
+    """R's error handler in its callbacks notes the classes of the error
+    they are about to raise (see ``_bridge.call_r``)."""
+    # R's character vector of one is a Python string.
+    _noted_r_classes[0] = (classes,) if isinstance(classes, str) else tuple(classes)
+
+
+def r_condition_type(classes):
+    """The :class:`RConditionError` subclass for R ``classes``, made once."""
+    cls = _r_condition_types.get(classes)
+    if cls is None:
+        cls = type(
+            "R:" + ",".join(classes),
+            (RConditionError,),
+            {"__module__": __name__, "__doc__": "An R condition of these classes."},
+        )
+        _r_condition_types[classes] = cls
+    return cls
+
+
+def take_noted_r_classes():
+    """The classes R noted for the error in flight, once."""
+    classes, _noted_r_classes[0] = _noted_r_classes[0], None
+    return classes
+
+
 def carries_r_condition(exc):
     """Whether ``exc`` is an R condition that reticulate turned into a Python
     exception (it sets ``r_class`` and one attribute per field)."""
@@ -175,6 +217,8 @@ def error_classes():
     found, todo = [], [CustomGradError]
     while todo:
         cls = todo.pop()
+        if cls is RConditionError:
+            continue
         todo.extend(cls.__subclasses__())
         if cls is not CustomGradError:
             found.append(cls.r_class)
@@ -188,6 +232,8 @@ def r_classes_by_python_class():
     found, todo = {}, [CustomGradError]
     while todo:
         cls = todo.pop()
+        if cls is RConditionError:
+            continue
         todo.extend(cls.__subclasses__())
         found[f"{cls.__module__}.{cls.__name__}"] = cls.r_class
     return found
