@@ -303,6 +303,11 @@ python_error_message <- function(class, d) {
         "x" = "The value holds {d$n_values} tensor{?s}; {.arg upstream} holds {d$n_upstream}, or is nested otherwise."
       )
     },
+    input = c(
+      "A {d$framework} tensor can't be passed while Keras runs with {.val {d$backend}}.",
+      "x" = "It is a {.cls {d$tensor}}.",
+      "i" = "Pass a tensor of the active backend, or R values (convert it with {.code as.array()} first)."
+    ),
     wrt_dtype = c(
       "Can't differentiate with respect to argument {d$argument}.",
       "x" = "It has dtype {.val {d$dtype}}; gradients need a floating-point dtype.",

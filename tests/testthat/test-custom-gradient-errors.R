@@ -295,3 +295,18 @@ test_that("a warning in f or grad stays a warning and the result comes back", {
   expect_warning(expect_warning(g <- op_grad(h)(1), "f warns"), "grad warns")
   expect_tensor(g, 2)
 })
+
+test_that("a tensor of another backend is a classed error naming both", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x) tuple(x * 2, \(upstream) upstream * 2))
+  other <- if (config_backend() == "torch") "jax" else "torch"
+  foreign <- switch(
+    other,
+    torch = reticulate::import("torch", convert = FALSE)$ones(2L),
+    jax = reticulate::import("jax.numpy", convert = FALSE)$ones(2L)
+  )
+  err <- expect_error(h(foreign), class = "customgrad_error_input")
+  expect_match(conditionMessage(err), paste("A", other, "tensor"), fixed = TRUE)
+  expect_match(conditionMessage(err), config_backend(), fixed = TRUE)
+  expect_tensor(h(c(1, 2)), c(2, 4))
+})

@@ -12,6 +12,7 @@ import numpy as np
 from customgrad import _memory, _messages
 from customgrad._structure import Static, flatten, unflatten
 from customgrad.errors import (
+    ForeignTensorError,
     carries_r_condition,
     r_condition_type,
     take_noted_r_classes,
@@ -53,7 +54,25 @@ def to_tensor(x):
         return x.value
     if keras.ops.is_tensor(x):
         return x
+    framework = type(x).__module__.partition(".")[0]
+    if framework in _FRAMEWORKS and _FRAMEWORKS[framework] != keras.config.backend():
+        # Another backend's tensor: converting it would copy it through
+        # NumPy, or fail deep inside the backend.
+        raise ForeignTensorError(
+            tensor=f"{type(x).__module__}.{type(x).__name__}",
+            framework=_FRAMEWORKS[framework],
+            backend=keras.config.backend(),
+        )
     return keras.ops.convert_to_tensor(x, dtype=keras.config.floatx())
+
+
+# The Python package of each backend's tensors.
+_FRAMEWORKS = {
+    "tensorflow": "tensorflow",
+    "jax": "jax",
+    "jaxlib": "jax",
+    "torch": "torch",
+}
 
 
 def flat_inputs(args):

@@ -54,6 +54,11 @@ class GradientStructureError(CustomGradError):
     template = "The gradient for input {input} does not match the input ({problem}: a non-tensor input gets NULL; a nested one, a gradient nested alike)."
 
 
+class ForeignTensorError(CustomGradError):
+    r_class = "customgrad_error_input"
+    template = "A {framework} tensor ({tensor}) was passed, but Keras runs with the {backend} backend."
+
+
 class VariablesError(CustomGradError):
     r_class = "customgrad_error_grad_variables"
     template = "`grad` returned {returned} variable gradient(s); it must return {expected}."
