@@ -38,6 +38,7 @@ reply_trace_failed_on_error <- function(expr) {
     # tracing, so raised at once.
     if (
       inherits(cnd, "customgrad_error") ||
+        is_time_limit(cnd) ||
         !inherits(cnd, "python.builtin.object") &&
           length(setdiff(class(cnd), generic_condition_classes)) > 0L
     ) {
@@ -45,6 +46,21 @@ reply_trace_failed_on_error <- function(expr) {
     }
     trace_failed_reply(conditionMessage(cnd))
   })
+}
+
+# setTimeLimit() stopping f or grad: not a property of the function, so it
+# must not be kept as a failed trace (R has no class for it, only this
+# message, translated where R is; the English one is R's default).
+is_time_limit <- function(cnd) {
+  grepl(
+    "reached (elapsed|CPU) time limit",
+    conditionMessage(cnd)
+  ) ||
+    conditionMessage(cnd) %in%
+      c(
+        gettext("reached elapsed time limit", domain = "R"),
+        gettext("reached CPU time limit", domain = "R")
+      )
 }
 
 # R's Ops dispatch can't choose between a symbolic tensor's methods and

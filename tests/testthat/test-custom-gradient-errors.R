@@ -310,3 +310,71 @@ test_that("a tensor of another backend is a classed error naming both", {
   expect_match(conditionMessage(err), config_backend(), fixed = TRUE)
   expect_tensor(h(c(1, 2)), c(2, 4))
 })
+
+test_that("Python threads calling custom-gradient functions, with a collection due, never abort R or hang", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  # In a child R process with a time limit: an abort or a hang there fails
+  # this test instead of ending the test run.
+  result <- callr::r(
+    function() {
+      library(customgrad)
+      # A collection is due at every boundary (the issue's abort needed a
+      # memory-triggered gc() while a thread was in customgrad).
+      options(customgrad.gc_threshold_mb = 1e-6)
+      untraced <- op_custom_gradient(
+        function(x) tuple(x * 2, \(upstream) upstream * 2),
+        trace = FALSE
+      )
+      traced <- op_custom_gradient(function(x) {
+        tuple(x * 3, \(upstream) upstream * 3)
+      })
+      x <- op_convert_to_tensor(c(1, 2), "float32")
+      untraced(x)
+      traced(x) # traced on the main thread
+      ballast <- lapply(1:50, \(i) rnorm(1e4))
+      run <- reticulate::py_run_string(
+        paste(
+          "def run(untraced, traced, x, n=50):",
+          "    import threading",
+          "    out = {'thread_errors': 0, 'other_errors': [], 'values': []}",
+          "    def work():",
+          "        for _ in range(n):",
+          "            try:",
+          "                untraced(x)",
+          "            except Exception as e:",
+          "                if type(e).__name__ == 'ThreadError':",
+          "                    out['thread_errors'] += 1",
+          "                else:",
+          "                    out['other_errors'].append(repr(e))",
+          "            out['values'].append(float(traced(x)[1]))",
+          "    t = threading.Thread(target=work)",
+          "    t.start()",
+          "    t.join(60)",
+          "    out['finished'] = not t.is_alive()",
+          "    return out",
+          sep = "\n"
+        ),
+        local = TRUE,
+        convert = FALSE
+      )$run
+      out <- reticulate::py_to_r(run(
+        reticulate::r_to_py(untraced),
+        reticulate::r_to_py(traced),
+        x
+      ))
+      rm(ballast)
+      gc()
+      out$after <- as.array(op_grad(\(x) op_sum(untraced(x)))(x))
+      out
+    },
+    libpath = .libPaths(),
+    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend()),
+    timeout = 300
+  )
+  expect_true(result$finished)
+  expect_identical(result$thread_errors, 50L)
+  expect_length(result$other_errors, 0)
+  expect_identical(unlist(result$values), rep(6, 50))
+  expect_equal(as.vector(result$after), c(2, 2))
+})

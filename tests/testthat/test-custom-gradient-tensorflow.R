@@ -151,3 +151,43 @@ test_that("nested GradientTapes differentiate the gradient again", {
   expect_values(as.array(dy), 3 * c(1, 2)^2)
   expect_values(as.array(outer$gradient(dy, x)), 6 * c(1, 2))
 })
+
+test_that("tf.py_function inside tf.function works or is customgrad_error_thread, never an abort", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  result <- callr::r(
+    function() {
+      library(customgrad)
+      tf <- reticulate::import("tensorflow", convert = FALSE)
+      untraced <- op_custom_gradient(
+        function(x) tuple(x * 2, \(upstream) upstream * 2),
+        trace = FALSE
+      )
+      wrapped <- tf[["function"]](function(x) {
+        tf$py_function(
+          reticulate::r_to_py(untraced),
+          list(x),
+          Tout = tf$float32
+        )
+      })
+      out <- tryCatch(
+        as.array(wrapped(tf$constant(c(1, 2), dtype = tf$float32))),
+        error = function(e) e
+      )
+      list(
+        value = if (!inherits(out, "error")) as.vector(out),
+        message = if (inherits(out, "error")) conditionMessage(out),
+        after = as.vector(as.array(untraced(c(1, 2))))
+      )
+    },
+    libpath = .libPaths(),
+    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = "tensorflow"),
+    timeout = 300
+  )
+  if (is.null(result$value)) {
+    expect_match(result$message, "ThreadError|non-main thread")
+  } else {
+    expect_equal(result$value, c(2, 4))
+  }
+  expect_equal(result$after, c(2, 4))
+})

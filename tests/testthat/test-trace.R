@@ -233,3 +233,27 @@ test_that("model$fit() on every backend runs R only while tracing", {
   expect_true(all(is.finite(loss)))
   expect_lt(loss[[3]], loss[[1]])
 })
+
+test_that("a time limit reached while tracing is not kept: the next call traces", {
+  skip_if_no_backend()
+  slow <- TRUE
+  h <- op_custom_gradient(function(x) {
+    if (slow) {
+      start <- Sys.time()
+      while (Sys.time() - start < 3) {
+        NULL
+      }
+    }
+    tuple(x * 2, function(upstream) upstream * 2)
+  })
+  setTimeLimit(elapsed = 0.5, transient = FALSE)
+  err <- tryCatch(h(1), error = identity)
+  setTimeLimit(elapsed = Inf)
+  expect_match(conditionMessage(err), "time limit")
+  slow <- FALSE
+  expect_no_message(value <- h(1))
+  expect_tensor(value, 2)
+  core <- environment(h)$.customgrad_state$py$core
+  expect_identical(reticulate::py_to_r(core$n_cached), 1L)
+  expect_tensor(op_grad(h)(1), 2)
+})
