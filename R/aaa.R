@@ -11,4 +11,3 @@ the$grads <- new.env(parent = emptyenv()) # grad callbacks by handle
 the$grad_handle <- 0 # the last handle given to a grad callback
 the$tracing <- 0L # depth of f or grad running on symbolic tensors (trace.R)
 the$ready_made <- new.env(parent = emptyenv()) # ready-made ops by parameters
-the$python_error_classes <- NULL # R class by Python error class (zzz.R)

@@ -122,7 +122,7 @@ r_callback <- function(fn, convert = TRUE) {
 # An error with classes of its own leaving an R callback: Python is told
 # its classes, so that they reach the R caller even through code that is
 # not customgrad's (Keras' fit(), a layer's call; see errors.py,
-# RConditionError, and add_customgrad_error_class()).
+# RConditionError).
 note_error_classes <- function(cnd) {
   classes <- setdiff(class(cnd), generic_condition_classes)
   if (length(classes) > 0L && !inherits(cnd, "python.builtin.object")) {
@@ -152,42 +152,6 @@ with_python_errors <- function(expr, call = rlang::caller_env()) {
   })
 }
 
-# A reticulate class filter (registered in .onLoad): a customgrad error
-# that reaches R through a call customgrad does not wrap (keras3's
-# load_model(), a Keras layer's call) gets its R classes too, so that
-# `tryCatch(customgrad_error_load_function = )` catches it. Called for
-# every Python object R converts: one string comparison for all others.
-add_customgrad_error_class <- function(classes) {
-  if (
-    length(classes) == 0L || !startsWith(classes[[1L]], "customgrad.errors.")
-  ) {
-    return(classes)
-  }
-  if (startsWith(classes[[1L]], "customgrad.errors.R:")) {
-    # An R condition's own classes, carried in the Python class's name.
-    own <- substring(classes[[1L]], nchar("customgrad.errors.R:") + 1L)
-    return(c(strsplit(own, ",", fixed = TRUE)[[1L]], classes))
-  }
-  r_class <- the$python_error_classes[[classes[[1L]]]]
-  if (is.null(r_class) || r_class == "customgrad_error") {
-    return(c("customgrad_error", classes))
-  }
-  c(r_class, "customgrad_error", classes)
-}
-
-# The R class of each Python error class, read once when Python starts.
-note_python_error_classes <- function() {
-  tryCatch(
-    {
-      add_python_path()
-      errors <- reticulate::import("customgrad.errors", convert = TRUE)
-      the$python_error_classes <- errors$r_classes_by_python_class()
-    },
-    error = function(cnd) NULL
-  )
-  invisible()
-}
-
 rethrow_python_error <- function(cnd, call) {
   if (!isTRUE(the$py_ready)) {
     return(invisible())
@@ -214,8 +178,8 @@ rethrow_python_error <- function(cnd, call) {
   class <- sub("^customgrad_error_", "", reticulate::py_to_r(r_class))
   details <- reticulate::py_to_r(reticulate::py_get_attr(found, "details"))
   if (is.null(details)) {
-    # Only Keras' re-raised copy, with Keras' message: the R classes come
-    # from add_customgrad_error_class().
+    # Only Keras' re-raised copy, with Keras' message: its R classes come
+    # with its Python class (errors.r_class_base()).
     stop(cnd)
   }
   # The Python error is kept as a field, not chained as the parent: its

@@ -117,8 +117,9 @@
 #' the classes of an error raised with `rlang::abort(class = )`. While
 #' tracing, such a classed error is raised at once; a plain `stop()` there
 #' is taken for something tracing can't hold (see "When R runs"), and the
-#' call that runs `f` in R then raises it. Warnings stay warnings. Results that would otherwise
-#' fail deep inside the backend are caught first, with errors inheriting
+#' call that runs `f` in R then raises it. Warnings stay warnings. Results
+#' that would otherwise fail deep inside the backend are caught first, with
+#' errors inheriting
 #' `customgrad_error`: `customgrad_error_f_result` (`f` did not return two
 #' elements), `customgrad_error_grad_not_function`,
 #' `customgrad_error_grad_signature`, `customgrad_error_grad_count` (wrong

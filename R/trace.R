@@ -49,18 +49,14 @@ reply_trace_failed_on_error <- function(expr) {
 }
 
 # setTimeLimit() stopping f or grad: not a property of the function, so it
-# must not be kept as a failed trace (R has no class for it, only this
-# message, translated where R is; the English one is R's default).
+# must not be kept as a failed trace (R has no class for it, only its
+# message, in the session's language).
 is_time_limit <- function(cnd) {
-  grepl(
-    "reached (elapsed|CPU) time limit",
-    conditionMessage(cnd)
-  ) ||
-    conditionMessage(cnd) %in%
-      c(
-        gettext("reached elapsed time limit", domain = "R"),
-        gettext("reached CPU time limit", domain = "R")
-      )
+  limits <- gettext(
+    c("reached elapsed time limit", "reached CPU time limit"),
+    domain = "R"
+  )
+  any(startsWith(conditionMessage(cnd), limits))
 }
 
 # R's Ops dispatch can't choose between a symbolic tensor's methods and

@@ -1,7 +1,6 @@
 .onLoad <- function(libname, pkgname) {
   register_python_module()
   register_tensor_methods()
-  reticulate::register_class_filter(add_customgrad_error_class)
   if (reticulate::py_available(initialize = FALSE)) {
     on_python_start()
   } else {
@@ -13,7 +12,6 @@
 on_python_start <- function() {
   quiet_tensorflow_startup()
   register_layer_on_keras_start()
-  note_python_error_classes()
 }
 
 # customgrad's layer class is registered with Keras as soon as Keras is

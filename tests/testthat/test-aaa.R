@@ -25,7 +25,6 @@ test_that("the package state is declared up front and nothing adds to it", {
       "ops",
       "py_module",
       "py_ready",
-      "python_error_classes",
       "ready_made",
       "submodules",
       "tracing"

@@ -10,9 +10,9 @@ it runs before Keras and TensorFlow are loaded.
 """
 
 import importlib
-import importlib.abc
-import importlib.machinery
 import sys
+
+from customgrad._import_hook import around_import
 
 _resolver = [None]
 
@@ -22,27 +22,10 @@ def resolver():
     return _resolver[0]
 
 
-class _AfterKeras(importlib.abc.MetaPathFinder):
-    """Finds ``keras`` as the path finder does, with a loader that imports
-    ``customgrad.layers`` once Keras has finished importing."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "keras":
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then_register(module):
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
-            exec_module(module)
-            sys.modules[name] = module
-            importlib.import_module("customgrad.layers")
-
-        spec.loader.exec_module = exec_then_register
-        return spec
+def _then_register(exec_module, module):
+    exec_module(module)
+    sys.modules[module.__name__] = module
+    importlib.import_module("customgrad.layers")
 
 
 def install(resolve=None):
@@ -50,9 +33,6 @@ def install(resolve=None):
     imported; keep ``resolve`` as R's resolver."""
     if resolve is not None:
         _resolver[0] = resolve
-    if "keras" in sys.modules:
+    if not around_import("keras", _then_register):
         importlib.import_module("customgrad.layers")
-        return True
-    if not any(isinstance(f, _AfterKeras) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterKeras())
     return True

@@ -164,12 +164,8 @@ class Traced:
     def add_trace(self, entry):
         """Keep ``entry``, a trace made elsewhere (a saved one), as if it
         had been made here for symbolic inputs."""
-        key = (
-            entry.nesting.key,
-            keras.config.floatx(),
-            tuple((KerasTensor, shape, dtype) for shape, dtype in entry.input_specs),
-        )
-        self.cache[key] = entry
+        symbolic = [KerasTensor(shape, dtype) for shape, dtype in entry.input_specs]
+        self.cache[signature(symbolic, entry.nesting)] = entry
         if entry.is_general:
             self.add_general(entry.nesting, entry)
 

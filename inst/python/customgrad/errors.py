@@ -1,7 +1,8 @@
 """Exceptions that the R side turns into classed R conditions.
 
 An error of customgrad's own carries its facts, not prose for R: the R
-condition class it becomes (``r_class``) and named ``details`` (numbers,
+condition class it becomes (``r_class``, also a base class, so that any
+call that returns it to R gives it that class) and named ``details`` (numbers,
 shapes, names). R writes the message from those (``R/conditions.R``), with
 cli bullets and the user's call; ``str()`` of the exception is a plain
 English version for Python callers (a model loaded in Python, the tests).
@@ -13,12 +14,34 @@ the R side finds either kind in an exception's cause/context chain with
 """
 
 
-class CustomGradError(Exception):
-    """Base class. Subclasses set ``r_class`` and ``template`` (the Python
-    message, formatted with the details)."""
+_r_class_bases = {}
+
+
+def r_class_base(name):
+    """A base class that only names the R class ``name``: reticulate writes
+    the class of an exception whose ``__module__`` is empty as its bare
+    name, so an exception with this base reaches R with ``name`` among its
+    R classes, through anyone's call (keras3's ``load_model()``, Keras'
+    ``fit()``), not only through customgrad's."""
+    base = _r_class_bases.get(name)
+    if base is None:
+        base = _r_class_bases[name] = type(name, (), {"__module__": ""})
+    return base
+
+
+class CustomGradError(Exception, r_class_base("customgrad_error")):
+    """Base class. Subclasses name their R class with a base
+    (``r_class_base()``), also their ``r_class``, and set ``template`` (the
+    Python message, formatted with the details)."""
 
     r_class = "customgrad_error"
     template = "customgrad error: {details}"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for base in cls.__bases__:
+            if base.__module__ == "":
+                cls.r_class = base.__name__
 
     def __init__(self, message=None, **details):
         if message is not None:
@@ -31,84 +54,70 @@ class CustomGradError(Exception):
         super().__init__(self.template.format(details=details, **details))
 
 
-class GradientCountError(CustomGradError):
-    r_class = "customgrad_error_grad_count"
+class GradientCountError(CustomGradError, r_class_base("customgrad_error_grad_count")):
     template = "`grad` returned {returned} gradient(s); it must return {expected}, one per input of `f`."
 
 
-class GradientShapeError(CustomGradError):
-    r_class = "customgrad_error_grad_shape"
+class GradientShapeError(CustomGradError, r_class_base("customgrad_error_grad_shape")):
     template = "The gradient for {where} has shape {grad_shape}, but {where} has shape {input_shape}."
 
 
-class GradientDtypeError(CustomGradError):
-    r_class = "customgrad_error_grad_dtype"
+class GradientDtypeError(CustomGradError, r_class_base("customgrad_error_grad_dtype")):
     template = "The gradient for {where} has dtype {dtype}; the input's is {input_dtype}, and a gradient must be floating point."
 
 
-class GradientStructureError(CustomGradError):
+class GradientStructureError(CustomGradError, r_class_base("customgrad_error_grad_structure")):
     """``problem`` is "static" (a non-tensor input got a gradient) or
     "nesting" (the gradient is nested unlike its input)."""
 
-    r_class = "customgrad_error_grad_structure"
     template = "The gradient for input {input} does not match the input ({problem}: a non-tensor input gets NULL; a nested one, a gradient nested alike)."
 
 
-class ForeignTensorError(CustomGradError):
-    r_class = "customgrad_error_input"
+class ForeignTensorError(CustomGradError, r_class_base("customgrad_error_input")):
     template = "A {framework} tensor ({tensor}) was passed, but Keras runs with the {backend} backend."
 
 
-class VariablesError(CustomGradError):
-    r_class = "customgrad_error_grad_variables"
+class VariablesError(CustomGradError, r_class_base("customgrad_error_grad_variables")):
     template = "`grad` returned {returned} variable gradient(s); it must return {expected}."
 
 
-class ThreadError(CustomGradError):
-    r_class = "customgrad_error_thread"
+class ThreadError(CustomGradError, r_class_base("customgrad_error_thread")):
     template = "A customgrad function was called on the non-main thread {thread!r}; R runs only on the main thread."
 
 
-class TraceError(CustomGradError):
+class TraceError(CustomGradError, r_class_base("customgrad_error_trace")):
     """A trace failed in strict mode (``op_custom_gradient(trace = "strict")``)."""
 
-    r_class = "customgrad_error_trace"
     template = "The function can't be traced, and tracing is strict: {reason}"
 
 
-class NotScalarError(CustomGradError):
-    r_class = "customgrad_error_not_scalar"
+class NotScalarError(CustomGradError, r_class_base("customgrad_error_not_scalar")):
     template = "`f` must return a scalar when `upstream` is NULL; it returned tensors of shapes {shapes}."
 
 
-class UpstreamError(CustomGradError):
+class UpstreamError(CustomGradError, r_class_base("customgrad_error_upstream")):
     """``problem`` is "nesting" or "shape"."""
 
-    r_class = "customgrad_error_upstream"
     template = "`upstream` does not match `f`'s value in {problem}: {details}"
 
 
-class DtypeError(CustomGradError):
-    r_class = "customgrad_error_wrt_dtype"
+class DtypeError(CustomGradError, r_class_base("customgrad_error_wrt_dtype")):
     template = "Can't differentiate with respect to argument {argument} of dtype {dtype}."
 
 
-class BackendError(CustomGradError):
-    r_class = "customgrad_error_backend_unsupported"
+class BackendError(CustomGradError, r_class_base("customgrad_error_backend_unsupported")):
     template = "The Keras backend {backend!r} is not supported."
 
 
-class GradcheckError(CustomGradError):
-    r_class = "customgrad_error_gradcheck_structure"
+class GradcheckError(CustomGradError, r_class_base("customgrad_error_gradcheck_structure")):
     template = "`f` returned {returned} tensor(s) for perturbed inputs, and {expected} at first."
 
 
-class FunctionNotFoundError(CustomGradError):
+class FunctionNotFoundError(CustomGradError, r_class_base("customgrad_error_load_function")):
     """A loaded custom-gradient layer needs its function: none was supplied
     and the saved traces can't serve the call (``reason`` is "no_traces" or
     "new_signature")."""
 
-    r_class = "customgrad_error_load_function"
     template = "The custom-gradient layer {layer!r} needs its function{named}: {problem}. {how}"
     _problems = {
         "no_traces": "it was saved without traces that run without it",
@@ -136,23 +145,19 @@ class FunctionNotFoundError(CustomGradError):
         super().__init__(message, **details)
 
 
-class ProtocolError(CustomGradError):
+class ProtocolError(CustomGradError, r_class_base("customgrad_error_internal")):
     """R and Python disagree about a message between them: a customgrad bug."""
 
-    r_class = "customgrad_error_internal"
     template = "Internal error: {problem}"
 
 
-class RConditionError(CustomGradError):
+class RConditionError(Exception):
     """An R condition with classes of its own (``rlang::abort(class = )``)
     raised in an R callback, on its way through Python code that is not
-    customgrad's (Keras' ``fit()``, a layer's call).  Its subclasses are
-    named after the R classes (``R:my_error``), which R reads back from the
-    class name (``add_customgrad_error_class()``): a Python exception
-    reaches R with the classes of its type only.  The exception reticulate
-    made from the condition is its cause."""
-
-    r_class = None
+    customgrad's (Keras' ``fit()``, a layer's call).  Its subclasses have
+    the R classes as bases (``r_class_base()``): a Python exception reaches
+    R with the classes of its type only.  The exception reticulate made
+    from the condition is its cause, which :func:`find_error` returns."""
 
 
 _noted_r_classes = [None]
@@ -171,8 +176,8 @@ def r_condition_type(classes):
     cls = _r_condition_types.get(classes)
     if cls is None:
         cls = type(
-            "R:" + ",".join(classes),
-            (RConditionError,),
+            "RCondition",
+            (RConditionError, *(r_class_base(c) for c in classes)),
             {"__module__": __name__, "__doc__": "An R condition of these classes."},
         )
         _r_condition_types[classes] = cls
@@ -222,23 +227,7 @@ def error_classes():
     found, todo = [], [CustomGradError]
     while todo:
         cls = todo.pop()
-        if cls is RConditionError:
-            continue
         todo.extend(cls.__subclasses__())
         if cls is not CustomGradError:
             found.append(cls.r_class)
     return sorted(found)
-
-
-def r_classes_by_python_class():
-    """Each error class's R class by its Python name as reticulate writes
-    it (``module.Class``): R adds the R class to a customgrad error that
-    reaches R through someone else's call (keras3's ``load_model()``)."""
-    found, todo = {}, [CustomGradError]
-    while todo:
-        cls = todo.pop()
-        if cls is RConditionError:
-            continue
-        todo.extend(cls.__subclasses__())
-        found[f"{cls.__module__}.{cls.__name__}"] = cls.r_class
-    return found

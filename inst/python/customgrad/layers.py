@@ -39,11 +39,10 @@ class CustomGradient(keras.Layer):
         traces=None,
         **kwargs,
     ):
-        if kwargs.get("name") is None and function_name:
+        if kwargs.get("name") is None and function_name and "::" in function_name:
             # customgrad's ready-made layers are named after their op
             # ("gradient_reversal", "gradient_reversal_1", ...).
-            base = function_name.rpartition("::")[2]
-            kwargs["name"] = auto_name(base) if "::" in function_name else None
+            kwargs["name"] = auto_name(function_name.rpartition("::")[2])
         super().__init__(**kwargs)
         self.function_name = function_name
         self.arguments = dict(arguments or {})

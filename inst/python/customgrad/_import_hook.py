@@ -1,0 +1,48 @@
+"""Code run around a module's import, whoever imports it.
+
+:func:`around_import` puts a finder on ``sys.meta_path`` that finds the
+module as the path finder does, with a loader that runs the import through
+``around(exec_module, module)``.  The finder stays until the import runs: a
+lookup without import (``importlib.util.find_spec``) must not use it up.
+It imports nothing heavy: it is installed when R starts Python, before
+Keras and TensorFlow are loaded (``_quiet``, ``_keras_hook``).
+"""
+
+import importlib.abc
+import importlib.machinery
+import sys
+
+
+class _AroundImport(importlib.abc.MetaPathFinder):
+    def __init__(self, name, around):
+        self.name = name
+        self.around = around
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_around(module):
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            self.around(exec_module, module)
+
+        spec.loader.exec_module = exec_around
+        return spec
+
+
+def around_import(name, around):
+    """Run ``name``'s import through ``around(exec_module, module)``, once;
+    False if ``name`` is imported already."""
+    if name in sys.modules:
+        return False
+    if not any(
+        isinstance(f, _AroundImport) and f.name == name and f.around is around
+        for f in sys.meta_path
+    ):
+        sys.meta_path.insert(0, _AroundImport(name, around))
+    return True
