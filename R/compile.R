@@ -79,9 +79,7 @@ call_compiled <- function(state, args, call) {
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     # Made on first call: defining the function does not start Python.
     py <- autodiff_py()
-    callback <- r_callback(function(...) {
-      as_tensor_tree(state$f(...), what = "The value of `f`")
-    })
+    callback <- state_callback(state, compiled_forward)
     fn <- state$py <- py$compile_function(callback)
   }
   # Named arguments go to Python by name (the trace is specific to them),
@@ -92,6 +90,11 @@ call_compiled <- function(state, args, call) {
     fn(unname(inputs[!named]), kwargs),
     call = call
   )
+}
+
+# Called from Python with the compiled function's arguments.
+compiled_forward <- function(state, ...) {
+  as_tensor_tree(state$f(...), what = "The value of `f`")
 }
 
 # An argument of a compiled function: R numbers, arrays and logicals become

@@ -249,7 +249,12 @@ print.customgrad_function <- function(x, ...) {
 # custom-gradient function is its Python callable: no R in between.
 #' @rawNamespace S3method(reticulate::r_to_py, customgrad_function)
 r_to_py.customgrad_function <- function(x, convert = FALSE) {
-  custom_gradient_callable(environment(x)$.customgrad_state)
+  state <- environment(x)$.customgrad_state
+  fn <- custom_gradient_callable(state)
+  # The callable holds R's side weakly (state_callback()); a copy that
+  # Python keeps holds it strongly, as long as Python keeps the copy.
+  owner <- rlang::new_function(list(), NULL, env = state)
+  customgrad_py()$held_by_python(fn, owner)
 }
 
 ns_env <- function() asNamespace("customgrad")
@@ -329,14 +334,8 @@ custom_gradient_callable <- function(state, call = rlang::caller_env()) {
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     py <- customgrad_py(call = call)
-    f <- state$f
-    statics <- state$statics
-    forward <- r_callback(function(..., released = NULL, tracing = FALSE) {
-      inputs <- restore_statics(list(...), statics)
-      custom_gradient_forward(f, inputs, released, tracing)
-    })
     fn <- state$py <- py$custom_gradient(
-      forward,
+      state_callback(state, custom_gradient_forward),
       trace = !isFALSE(state$trace),
       strict = identical(state$trace, "strict"),
       notify = r_callback(inform_fallback),
@@ -465,19 +464,24 @@ r_to_tensor <- function(x, dtype = NULL) {
 # `released` are handles Python no longer needs. `tracing`: the inputs are
 # Keras symbolic tensors, and f and grad are being traced (see trace.R).
 custom_gradient_forward <- function(
-  f,
-  inputs,
+  state,
+  ...,
   released = NULL,
   tracing = FALSE
 ) {
   release_grads(released)
+  f <- state$f
+  inputs <- restore_statics(list(...), state$statics)
   if (tracing) {
     return(reply_trace_failed_on_error({
       result <- as_f_result(run_traced(do.call(f, inputs)))
       convention <- grad_convention(result[[2]])
       check_traceable_grad(convention, call = NULL)
       callback <- grad_callback(result[[2]], convention, inputs)
-      forward_reply(result[[1]], register_grad(traced_callback(callback)))
+      forward_reply(
+        result[[1]],
+        register_grad(traced_callback(callback), once = TRUE)
+      )
     }))
   }
   result <- as_f_result(do.call(f, inputs))
@@ -521,15 +525,34 @@ r_function_in <- function(x) {
 # grad callbacks wait here, by handle, for Python's backward pass: one R
 # callback (run_grad) serves them all, so a forward call does not make a
 # new Python callable.
-register_grad <- function(fn) {
+# `once`: run once, then dropped (grad while tracing: the trace's program
+# replaces it, and Python's release of it comes only at the next forward
+# that runs R, which a traced function may never make again).
+register_grad <- function(fn, once = FALSE) {
   handle <- the$grad_handle <- the$grad_handle + 1
-  assign(as.character(handle), fn, envir = the$grads)
+  key <- as.character(handle)
+  if (once) {
+    run <- fn
+    fn <- function(...) {
+      on.exit(rm(list = key, envir = the$grads))
+      run(...)
+    }
+  }
+  assign(key, fn, envir = the$grads)
   handle
 }
 
 release_grads <- function(released) {
   if (length(released) > 0) {
-    rm(list = as.character(unlist(released)), envir = the$grads)
+    keys <- as.character(unlist(released))
+    keys <- keys[vapply(
+      keys,
+      exists,
+      TRUE,
+      envir = the$grads,
+      inherits = FALSE
+    )]
+    rm(list = keys, envir = the$grads)
   }
 }
 
@@ -575,6 +598,11 @@ grad_args <- function(convention, inputs, upstream) {
 }
 
 grad_callback <- function(grad, convention, inputs) {
+  # Forced here: a promise would keep the caller's frame, f's value with
+  # it, alive as long as this callback waits for Python's release.
+  force(grad)
+  force(convention)
+  force(inputs)
   function(upstream, variables = NULL) {
     args <- grad_args(convention, inputs, upstream)
     if (!is.null(variables)) {

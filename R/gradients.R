@@ -138,9 +138,7 @@ call_grad_transform <- function(state, args, call) {
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     # Made on first call: defining the function does not start Python.
     py <- autodiff_py()
-    callback <- r_callback(function(...) {
-      grad_transform_forward(state, list(...))
-    })
+    callback <- state_callback(state, grad_transform_forward)
     fn <- state$py <- py$value_and_grad(
       callback,
       positions = as.list(state$wrt)
@@ -172,7 +170,8 @@ call_grad_transform <- function(state, args, call) {
 }
 
 # Called from Python with the arguments to differentiate.
-grad_transform_forward <- function(state, inputs) {
+grad_transform_forward <- function(state, ...) {
+  inputs <- list(...)
   frame <- state$frame
   args <- frame$args
   args[state$wrt] <- inputs

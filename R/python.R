@@ -53,7 +53,7 @@ customgrad_py <- function(submodule = NULL, call = rlang::caller_env()) {
     add_python_path()
     the$backend <- keras_backend_in_python()
     memory <- import_submodule("_memory", convert = FALSE)
-    threshold <- getOption("customgrad.gc_threshold_mb", 128) * 2^20
+    threshold <- getOption("customgrad.gc_threshold_mb", 64) * 2^20
     memory$set_collector(r_callback(collect_garbage), threshold)
     import_submodule("_bridge")$set_grad_runner(r_callback(run_grad))
     the$py_ready <- TRUE
@@ -176,16 +176,31 @@ python_reason <- function(config) {
   forced
 }
 
+# An R callback for a Python callable kept in `state$py`, calling
+# `fn(state, ...)`; `fn` is a namespace function, so its environment holds
+# no state. The callback holds `state` by a weak reference: a strong one
+# would make an R -> Python -> R cycle that neither collector can see, and
+# nothing the function captured would be released when it is dropped (f's
+# environment often holds the function itself). Python code that keeps the
+# callable keeps `state` alive itself (r_to_py.customgrad_function()).
+state_callback <- function(state, fn) {
+  force(fn) # a promise would hold the caller's frame, `state` with it
+  ref <- rlang::new_weakref(state)
+  rm(state)
+  r_callback(function(...) fn(rlang::wref_key(ref), ...))
+}
+
 # Called from Python when tensors handed to R (or the process's memory)
 # grew past customgrad.gc_threshold_mb since the last collection: R's
 # references are what keeps them alive. The grad callbacks Python has
 # dropped go first, so that the values of f they hold are garbage now
 # rather than promoted to an older generation by this collection.
-collect_garbage <- function() {
+# `full`: a minor collection left memory past the threshold (_memory.py).
+collect_garbage <- function(full = FALSE) {
   if (isTRUE(the$py_ready)) {
     release_grads(import_submodule("_bridge")$take_released())
   }
-  gc(full = FALSE, verbose = FALSE)
+  gc(full = full, verbose = FALSE)
   invisible(NULL)
 }
 

@@ -102,20 +102,20 @@ test_that("tensors handed to R are collected once their bytes pass the threshold
   reticulate::py_set_attr(
     memory,
     "_memory_now",
-    reticulate::py_eval("lambda: None")
+    reticulate::py_eval("lambda fresh=False: None")
   )
   withr::defer(reticulate::py_set_attr(memory, "_memory_now", measure))
   collected <- 0
   memory$set_collector(
-    customgrad:::r_callback(function() {
+    customgrad:::r_callback(function(full) {
       collected <<- collected + 1
-      customgrad:::collect_garbage()
+      customgrad:::collect_garbage(full)
     }),
     4000
   )
   withr::defer(memory$set_collector(
     customgrad:::r_callback(customgrad:::collect_garbage),
-    getOption("customgrad.gc_threshold_mb", 128) * 2^20
+    getOption("customgrad.gc_threshold_mb", 64) * 2^20
   ))
   x <- op_convert_to_tensor(rep(1, 1000), dtype = "float32") # 4,000 bytes
   y <- h(x)

@@ -37,6 +37,7 @@ __all__ = [
     "error_classes",
     "find_error",
     "grad_gets_variables",
+    "held_by_python",
     "make_callable",
     "r_condition_fields",
 ]
@@ -112,6 +113,24 @@ def make_callable(core, adapter):
     call.output_spec = operation.compute_output_spec
     call.from_r = adapter.finish(call_from_r)
     return call
+
+
+def held_by_python(call, owner, backend=None):
+    """``call`` as Python code keeps it (a Keras layer, ``jax.grad(h)``):
+    the same callable, holding ``owner`` (an R object that keeps ``f``
+    alive).  ``call`` itself holds R's side weakly, so that R collects it
+    when R drops the function, unless Python holds such a copy."""
+    from customgrad import _backend
+
+    def held(*args):
+        return call(*args)
+
+    held = _backend.adapter(backend).finish(held)
+    held.core = call.core
+    held.output_spec = call.output_spec
+    held.from_r = call.from_r
+    held.r_owner = owner
+    return held
 
 
 def grad_gets_variables(backend=None):

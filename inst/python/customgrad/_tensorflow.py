@@ -128,4 +128,4 @@ def allocator_in_use():
         info("CPU:0")
     except (ValueError, RuntimeError):
         return None
-    return lambda: info("CPU:0")["current"]
+    return lambda fresh=False: info("CPU:0")["current"]

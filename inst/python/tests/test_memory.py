@@ -3,9 +3,16 @@ import keras
 from customgrad import _memory
 
 
+def minor_collections(calls):
+    """A collector recording its minor collections (a full one may follow
+    each, as the process's memory moves by more than these tests' tiny
+    thresholds)."""
+    return lambda full: None if full else calls.append(1)
+
+
 def test_results_count_bytes_and_collect_at_four_times_the_threshold():
     calls = []
-    _memory.set_collector(lambda: calls.append(1), 1000)
+    _memory.set_collector(minor_collections(calls), 1000)
     try:
         x = keras.ops.ones((100,))  # 400 bytes
         before = _memory.stats()["collections"]
@@ -14,12 +21,12 @@ def test_results_count_bytes_and_collect_at_four_times_the_threshold():
         assert len(calls) == 1
         assert _memory.stats()["collections"] == before + 1
     finally:
-        _memory.set_collector(None, 128 * 2**20)
+        _memory.set_collector(None, 64 * 2**20)
 
 
 def test_a_due_collection_waits_for_the_boundary():
     calls = []
-    _memory.set_collector(lambda: calls.append(1), 1000)
+    _memory.set_collector(minor_collections(calls), 1000)
     try:
         _memory.handed_to_r([keras.ops.ones((300,)), keras.ops.ones((100,))])
         assert calls == []  # 1,600 bytes: due, not run
@@ -28,7 +35,7 @@ def test_a_due_collection_waits_for_the_boundary():
         _memory.at_boundary()
         assert calls == [1]  # nothing due any more
     finally:
-        _memory.set_collector(None, 128 * 2**20)
+        _memory.set_collector(None, 64 * 2**20)
 
 
 def test_bytes_are_counted_by_size_and_dtype():
@@ -42,8 +49,10 @@ def test_bytes_are_counted_by_size_and_dtype():
 def test_resident_memory_growth_makes_a_collection_due(monkeypatch):
     calls = []
     rss = [1_000_000]
-    monkeypatch.setattr(_memory, "_memory_now", lambda: [rss[0], 5_000_000])
-    _memory.set_collector(lambda: calls.append(1), 1000)
+    monkeypatch.setattr(
+        _memory, "_memory_now", lambda fresh=False: [rss[0], 5_000_000]
+    )
+    _memory.set_collector(minor_collections(calls), 1000)
     try:
         _memory.at_boundary()  # takes the baseline
         rss[0] += 1000
@@ -55,7 +64,34 @@ def test_resident_memory_growth_makes_a_collection_due(monkeypatch):
         _memory.at_boundary()
         assert calls == [1]  # the baseline moved to after the collection
     finally:
-        _memory.set_collector(None, 128 * 2**20)
+        _memory.set_collector(None, 64 * 2**20)
+
+
+def test_a_full_collection_follows_a_minor_one_that_left_memory_high(
+    monkeypatch,
+):
+    calls = []
+    rss = [1_000_000]
+    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: [rss[0]])
+
+    def collect(full):
+        calls.append("full" if full else "minor")
+        rss[0] -= 1500 if full else 200  # only the full one frees much
+
+    _memory.set_collector(collect, 1000)
+    try:
+        _memory.at_boundary()  # takes the baselines
+        rss[0] += 1001
+        _memory.at_boundary()
+        assert calls == ["minor"]  # 801 past the level after a full one
+        rss[0] += 1001
+        _memory.at_boundary()
+        assert calls == ["minor", "minor", "full"]  # 1602 past it
+        rss[0] += 1001
+        _memory.at_boundary()  # the level after the full one is the base
+        assert calls == ["minor", "minor", "full", "minor"]
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
 
 
 def test_resident_memory_is_read_on_linux():
@@ -84,7 +120,7 @@ def test_no_collection_off_the_main_thread():
     import threading
 
     calls = []
-    _memory.set_collector(lambda: calls.append(1), 1000)
+    _memory.set_collector(minor_collections(calls), 1000)
     try:
         _memory.handed_to_r(keras.ops.ones((1000,)))
         worker = threading.Thread(target=_memory.at_boundary)
@@ -94,7 +130,7 @@ def test_no_collection_off_the_main_thread():
         _memory.at_boundary()
         assert calls == [1]
     finally:
-        _memory.set_collector(None, 128 * 2**20)
+        _memory.set_collector(None, 64 * 2**20)
 
 
 def test_calls_from_python_collect_when_due():
@@ -105,10 +141,10 @@ def test_calls_from_python_collect_when_due():
 
     calls = []
     h = customgrad.custom_gradient(log1pexp_forward)
-    _memory.set_collector(lambda: calls.append(1), 1000)
+    _memory.set_collector(minor_collections(calls), 1000)
     try:
         _memory.handed_to_r(keras.ops.ones((1000,)))
         h(keras.ops.convert_to_tensor([1.0]))
         assert calls == [1]
     finally:
-        _memory.set_collector(None, 128 * 2**20)
+        _memory.set_collector(None, 64 * 2**20)

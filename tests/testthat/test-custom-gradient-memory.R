@@ -1,0 +1,128 @@
+# Memory: what a dropped function releases, and the peak of long loops.
+
+test_that("a dropped custom-gradient function releases what f captured", {
+  skip_if_no_backend()
+  made <- captured_function_factory()
+  x <- op_convert_to_tensor(c(1, 2))
+  expect_values(as.array(made$h(x)), c(2, 4))
+  expect_equal(as.vector(native_grad(made$h, c(1, 2))), c(2, 2))
+  expect_equal(
+    as.vector(as.array(op_grad(\(v) op_sum(made$h(v)))(x))),
+    c(2, 2)
+  )
+  r_ref <- made$r_ref
+  py_ref <- made$py_ref
+  expect_identical(
+    captured_released(r_ref, py_ref),
+    c(r = FALSE, python = FALSE)
+  )
+  rm(made)
+  expect_identical(captured_released(r_ref, py_ref), c(r = TRUE, python = TRUE))
+})
+
+test_that("an untraced function's last grad goes at the next call that runs R", {
+  skip_if_no_backend()
+  made <- captured_function_factory(trace = FALSE)
+  expect_equal(as.vector(native_grad(made$h, c(1, 2))), c(2, 2))
+  r_ref <- made$r_ref
+  py_ref <- made$py_ref
+  rm(made)
+  gc() # R's references to the call's tensors go: Python drops the last grad
+  # and R learns it at its next forward
+  other <- op_custom_gradient(
+    \(x) tuple(x + 1, \(upstream) upstream),
+    trace = FALSE
+  )
+  expect_values(as.array(other(1)), 2)
+  expect_identical(captured_released(r_ref, py_ref), c(r = TRUE, python = TRUE))
+})
+
+test_that("dropped op_grad() and op_compile() functions release what f captured", {
+  skip_if_no_backend()
+  make <- function(transform) {
+    big <- new.env()
+    big$values <- runif(1e5)
+    f <- function(x) op_sum(x * x) + 0 * big$values[[1]]
+    g <- transform(f)
+    list(g = g, ref = rlang::new_weakref(big))
+  }
+  made <- make(op_grad)
+  expect_equal(
+    as.vector(as.array(made$g(op_convert_to_tensor(c(1, 3))))),
+    c(2, 6)
+  )
+  ref <- made$ref
+  rm(made)
+  gc()
+  expect_null(rlang::wref_key(ref))
+
+  made <- make(op_compile)
+  expect_equal(as.vector(as.array(made$g(op_convert_to_tensor(c(1, 3))))), 10)
+  ref <- made$ref
+  rm(made)
+  gc()
+  expect_null(rlang::wref_key(ref))
+})
+
+test_that("a copy handed to Python keeps f alive until Python drops it", {
+  skip_if_no_backend()
+  made <- captured_function_factory()
+  held <- reticulate::r_to_py(made$h)
+  r_ref <- made$r_ref
+  py_ref <- made$py_ref
+  rm(made)
+  expect_identical(
+    captured_released(r_ref, py_ref),
+    c(r = FALSE, python = FALSE)
+  )
+  x <- op_convert_to_tensor(c(1, 2, 3)) # a new signature: R traces f again
+  expect_values(as.array(reticulate::py_call(held, x)), c(2, 4, 6))
+  rm(held)
+  expect_identical(captured_released(r_ref, py_ref), c(r = TRUE, python = TRUE))
+})
+
+test_that("a dropped layer releases what its function captured", {
+  skip_if_no_backend()
+  made <- captured_function_factory()
+  layer <- layer_custom_gradient(f = made$h)
+  expect_values(
+    as.array(layer(op_convert_to_tensor(matrix(c(1, 2), 1)))),
+    c(2, 4)
+  )
+  r_ref <- made$r_ref
+  py_ref <- made$py_ref
+  rm(made)
+  expect_identical(
+    captured_released(r_ref, py_ref),
+    c(r = FALSE, python = FALSE)
+  )
+  rm(layer)
+  gc()
+  reticulate::import("gc")$collect() # Keras layers hold cycles of their own
+  expect_identical(captured_released(r_ref, py_ref), c(r = TRUE, python = TRUE))
+})
+
+test_that("500 eager steps on 1e7 elements peak within 2x the memory of Python's loop", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  skip_on_cran()
+  # Each loop in its own process, run side by side: peak memory is the
+  # process's own, whatever the other one does.
+  python <- start_python_loop(1e7, 500)
+  native <- start_r_loop(1e7, 500, "native")
+  python_mb <- peak_extra_mb(python)
+  native_mb <- peak_extra_mb(native)
+  through_op_grad <- start_r_loop(1e7, 500, "op_grad")
+  op_grad_mb <- peak_extra_mb(through_op_grad)
+  message(sprintf(
+    "peak above baseline, MB: Python %.0f, R %.0f (%.2fx), R op_grad() %.0f (%.2fx)",
+    python_mb,
+    native_mb,
+    native_mb / python_mb,
+    op_grad_mb,
+    op_grad_mb / python_mb
+  ))
+  expect_gt(python_mb, 40) # the loop's tensors are 40 MB each
+  expect_lt(native_mb, 2 * python_mb)
+  expect_lt(op_grad_mb, 2 * python_mb)
+})
