@@ -114,16 +114,21 @@ abort_customgrad <- function(
 r_callback <- function(fn, convert = TRUE) {
   force(fn)
   reticulate::r_to_py(
-    function(...) withCallingHandlers(fn(...), error = note_error_classes),
+    function(...) withCallingHandlers(fn(...), error = note_error),
     convert = convert
   )
 }
 
-# An error with classes of its own leaving an R callback: Python is told
-# its classes, so that they reach the R caller even through code that is
-# not customgrad's (Keras' fit(), a layer's call; see errors.py,
-# RConditionError).
-note_error_classes <- function(cnd) {
+# An error leaving an R callback, told to Python. One with classes of its
+# own: its classes, so that they reach the R caller even through code that
+# is not customgrad's (Keras' fit(), a layer's call; see errors.py,
+# RConditionError). A time limit: that it must reach the user even through
+# code that catches it and calls R again (R's limit fires only once).
+note_error <- function(cnd) {
+  if (is_time_limit(cnd)) {
+    try(import_submodule("errors")$note_stop(), silent = TRUE)
+    return()
+  }
   classes <- setdiff(class(cnd), generic_condition_classes)
   if (length(classes) > 0L && !inherits(cnd, "python.builtin.object")) {
     try(import_submodule("errors")$note_r_condition(classes), silent = TRUE)

@@ -4,6 +4,7 @@ R is entered only through :func:`call_r`, which refuses non-main threads
 (reticulate aborts the R process there).
 """
 
+import sys
 import threading
 
 import keras
@@ -16,6 +17,7 @@ from customgrad.errors import (
     carries_r_condition,
     r_condition_type,
     take_noted_r_classes,
+    take_noted_stop,
     GradientCountError,
     GradientDtypeError,
     GradientShapeError,
@@ -32,18 +34,39 @@ def call_r(fn, *args, count=True, **kwargs):
     carries the R condition)."""
     if threading.current_thread() is not _MAIN_THREAD:
         raise ThreadError(thread=threading.current_thread().name)
+    _raise_stop_in_flight()
     if count:
         _memory.count_args(args)
     r_calls[0] += 1
     try:
         return fn(*args, **kwargs)
+    except KeyboardInterrupt as exc:
+        exc.customgrad_stop = True
+        raise
     except Exception as exc:
+        if take_noted_stop():
+            exc.customgrad_stop = True
+            raise
         classes = take_noted_r_classes()
         if classes and carries_r_condition(exc):
             # Keeps the R condition's own classes through code that is not
             # customgrad's, up to R (see errors.RConditionError).
             raise r_condition_type(classes)(str(exc)) from exc
         raise
+
+
+def _raise_stop_in_flight():
+    """An interrupt or a time limit that left R is being handled by code
+    that calls R again (Keras' PyTorch backend retries a failed symbolic
+    call on concrete tensors, catching everything): it goes on to the user
+    instead, as R itself would not signal it again."""
+    exc = sys.exc_info()[1]
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if getattr(exc, "customgrad_stop", False):
+            raise exc
+        seen.add(id(exc))
+        exc = exc.__context__
 
 
 def to_tensor(x):

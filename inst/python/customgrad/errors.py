@@ -161,6 +161,7 @@ class RConditionError(Exception):
 
 
 _noted_r_classes = [None]
+_noted_stop = [False]
 _r_condition_types = {}
 
 
@@ -182,6 +183,18 @@ def r_condition_type(classes):
         )
         _r_condition_types[classes] = cls
     return cls
+
+
+def note_stop():
+    """R's error handler in its callbacks notes that the error in flight is
+    a time limit: it stops the user's call (see ``_bridge.call_r``)."""
+    _noted_stop[0] = True
+
+
+def take_noted_stop():
+    """Whether R noted the error in flight as a time limit, once."""
+    stop, _noted_stop[0] = _noted_stop[0], False
+    return stop
 
 
 def take_noted_r_classes():

@@ -9,6 +9,7 @@ from customgrad.errors import (
     error_classes,
     find_error,
     note_r_condition,
+    note_stop,
     r_condition_type,
 )
 
@@ -60,6 +61,51 @@ def test_an_r_error_without_classes_of_its_own_passes_as_it_is():
         _bridge.call_r(r_callback)
     except FromR:
         pass
+
+
+def caught_and_retried(r_callback):
+    """What Keras' PyTorch backend does with a failed symbolic call: catch
+    everything and call again; here, call R again."""
+    calls = []
+
+    def again():
+        calls.append(1)
+
+    try:
+        _bridge.call_r(r_callback)
+    except:  # noqa: E722 - as Keras does
+        _bridge.call_r(again)
+    return calls
+
+
+def test_an_interrupt_caught_by_code_that_calls_r_again_goes_on():
+    def r_callback():
+        raise KeyboardInterrupt
+
+    try:
+        calls = caught_and_retried(r_callback)
+    except KeyboardInterrupt:
+        calls = None
+    assert calls is None  # R was not called again
+
+
+def test_a_time_limit_caught_by_code_that_calls_r_again_goes_on():
+    def r_callback():
+        note_stop()
+        raise FromR("reached elapsed time limit")
+
+    try:
+        calls = caught_and_retried(r_callback)
+    except FromR:
+        calls = None
+    assert calls is None
+
+
+def test_an_ordinary_r_error_caught_by_code_that_calls_r_again_is_left_to_it():
+    def r_callback():
+        raise FromR("f fails on meta tensors")
+
+    assert caught_and_retried(r_callback) == [1]
 
 
 def test_customgrad_errors_carry_their_r_class_and_customgrad_error():
