@@ -12,7 +12,7 @@ PKG_SOURCES := DESCRIPTION NAMESPACE $(wildcard R/*.R) \
 #  - none yet.
 ALLOWED_NOTES :=
 
-.PHONY: setup demo test check bench clean
+.PHONY: setup demo test check bench soak clean
 
 setup: $(SETUP)/docs.stamp
 
@@ -50,6 +50,11 @@ check: setup
 
 bench: setup
 	Rscript bench/run.R
+
+# 20,000 eager steps per backend, checking that memory and live objects stay
+# bounded (tools/soak.R); minutes per backend, so not part of `make test`.
+soak: setup
+	Rscript tools/soak.R $(BACKENDS)
 
 clean:
 	rm -rf $(SETUP) check customgrad_*.tar.gz

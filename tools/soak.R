@@ -1,0 +1,56 @@
+# `make soak`: 20,000 eager forward+backward steps per backend and route,
+# each backend in its own R process (tools/soak-backend.R), then a table of
+# growth between step 2,000 and the end, checked against the bounds below.
+# Not part of `make test`: it takes minutes per backend.
+# Usage: Rscript tools/soak.R tensorflow jax torch
+backends <- commandArgs(trailingOnly = TRUE)
+steps <- as.integer(Sys.getenv("CUSTOMGRAD_SOAK_STEPS", "20000"))
+
+# Growth allowed from step 2,000 to the end. One leaked object per step
+# would be 18,000; the allowances cover caches that fill once.
+bounds <- c(
+  rss_mb = 20,
+  r_objects = 1000,
+  python_objects = 1000,
+  pending_grads = 1
+)
+
+results <- list()
+for (backend in backends) {
+  cat(sprintf("\n== soak on %s ==\n", backend))
+  result_file <- tempfile(fileext = ".csv")
+  status <- system2(
+    "Rscript",
+    c("tools/soak-backend.R", backend, result_file, steps),
+    env = paste0("KERAS_BACKEND=", backend)
+  )
+  if (status != 0 || !file.exists(result_file)) {
+    results[[backend]] <- data.frame(backend = backend, route = "(failed)")
+    next
+  }
+  results[[backend]] <- utils::read.csv(result_file)
+}
+
+table <- Reduce(
+  function(a, b) merge(a, b, all = TRUE, sort = FALSE),
+  results
+)
+within <- vapply(
+  seq_len(nrow(table)),
+  function(i) {
+    row <- unlist(table[i, names(bounds)])
+    !anyNA(row) && all(row < bounds)
+  },
+  logical(1)
+)
+table$within_bounds <- within
+cat("\nGrowth from step", steps %/% 10, "to step", steps, "\n")
+print(table, row.names = FALSE, digits = 3)
+cat(
+  "Bounds:",
+  paste(names(bounds), "<", bounds, collapse = ", "),
+  "\n"
+)
+if (!all(within)) {
+  quit(status = 1)
+}
