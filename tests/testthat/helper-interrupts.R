@@ -1,0 +1,70 @@
+# Helpers for the SIGINT tests in test-custom-gradient-interrupts.R: a
+# child R session (a SIGINT to this process would stop testthat itself)
+# and a run of a function there that receives interrupts.
+
+start_child_session <- function() {
+  session <- callr::r_session$new(
+    callr::r_session_options(
+      libpath = .libPaths(),
+      env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend())
+    ),
+    wait_timeout = 120000
+  )
+  session$run(
+    function(interrupt_loop) {
+      suppressPackageStartupMessages({
+        library(keras3)
+        library(customgrad)
+      })
+      source(interrupt_loop)
+      # Python, Keras and the backend loaded before any interrupt: one
+      # that lands in Python's imports leaves them half-imported.
+      h <- op_custom_gradient(\(x) tuple(x * 2, \(upstream) upstream * 2))
+      invisible(op_grad(h)(1))
+    },
+    list(interrupt_loop = normalizePath(test_path("interrupt-loop.R")))
+  )
+  session
+}
+
+# Starts `fn(...)` in `session`, sends it `n` SIGINTs `every` seconds apart
+# from one second on, and returns its result. `fn` must catch them and go on
+# for longer than that (see interrupt-loop.R): set-up belongs in an earlier
+# `session$run()`.
+run_interrupted <- function(session, fn, args = list(), n = 8, every = 0.5) {
+  session$call(fn, args)
+  Sys.sleep(1)
+  for (i in seq_len(n)) {
+    session$interrupt()
+    Sys.sleep(every)
+  }
+  if (session$poll_process(120000) != "ready") {
+    session$kill()
+    stop("The child session did not answer within 120 s of the interrupts.")
+  }
+  out <- session$read()
+  if (!is.null(out$error)) {
+    stop(out$error)
+  }
+  out$result
+}
+
+# The interrupts stopped calls: caught as interrupts, or as reticulate's
+# error for one that landed in its class lookup. Fewer than the `n` sent
+# when two came while R was still handling one (R keeps one pending).
+expect_stopped_by_interrupts <- function(run, n) {
+  stopped <- run$caught + run$errors
+  expect(
+    stopped <= n &&
+      stopped >= n / 2 &&
+      all(grepl("inspect.getmro", run$messages, fixed = TRUE)),
+    sprintf(
+      "%d interrupts sent; %d caught, %d errors: %s",
+      n,
+      run$caught,
+      run$errors,
+      paste(run$messages, collapse = "; ")
+    )
+  )
+  expect_gt(run$caught, 0)
+}
