@@ -69,8 +69,10 @@
 #' Set the option before the first customgrad call.
 #'
 #' A custom-gradient function holds what its `f` captured until it is
-#' dropped: then R's next `gc()` releases it, with the Python callable and
-#' its traces. A copy handed to Python (a Keras layer, `jax$grad(h)`)
+#' dropped: then R's garbage collector releases it, with the Python
+#' callable and its traces (in two collections when the release goes
+#' through Python: the first drops R's reference to the callable, whose
+#' release then drops Python's references to R). A copy handed to Python (a Keras layer, `jax$grad(h)`)
 #' keeps them as long as Python keeps it.
 #'
 #' @section Options:
