@@ -42,3 +42,31 @@ test_that("JAX gets zeros, with the input's dtype, for a NULL gradient", {
   expect_values(as.array(g[[1]]), c(3, 4))
   expect_values(as.array(g[[2]]), c(0, 0))
 })
+
+test_that("eager jax.grad() steps leave nothing behind in JAX's caches", {
+  skip_unless_backend("jax")
+  jax <- reticulate::import("jax")
+  py_gc <- reticulate::import("gc", convert = FALSE)
+  live_objects <- function() {
+    gc()
+    py_gc$collect()
+    reticulate::py_len(py_gc$get_objects())
+  }
+  log1pexp <- op_custom_gradient(\(x) {
+    e <- op_exp(x)
+    tuple(op_log(1 + e), \(upstream) upstream * (1 - 1 / (1 + e)))
+  })
+  g <- jax$grad(\(v) op_sum(log1pexp(v)))
+  x <- op_convert_to_tensor(c(-1, 0, 1))
+  for (i in 1:20) {
+    g(x)
+  }
+  before <- live_objects()
+  for (i in 1:300) {
+    grad <- g(x)
+  }
+  # An entry per step in JAX's jit cache, keyed by the rule's trace, was
+  # 300 more objects here.
+  expect_lt(live_objects() - before, 30)
+  expect_values(as.array(grad), stats::plogis(c(-1, 0, 1)))
+})

@@ -9,6 +9,7 @@ gradient.
 import contextlib
 
 import jax
+from jax import lax
 
 from customgrad import _bridge
 
@@ -56,11 +57,26 @@ def _wrap(fn, in_spec):
 
         def rule(cotangents):
             upstream = _bridge.fill_upstream(list(cotangents), leaves)
-            return tuple(backward(upstream, saved))
+            return tuple(backward(upstream, _in_rule_trace(saved)))
 
         return tuple(leaves), rule
 
     return inner, state
+
+
+def _in_rule_trace(saved):
+    """Concrete saved arrays as values of the trace JAX runs the rule in.
+    Computed on as they are, they would run eagerly inside that trace, and
+    each such call leaves an entry keyed by the trace in JAX's jit cache:
+    one per eager gradient, up to 8,192 (about 20 MB). A concrete array has
+    no derivative to keep, so stop_gradient changes nothing; a tracer (under
+    jit, or a gradient of a gradient) passes as it is."""
+    return [
+        lax.stop_gradient(s)
+        if isinstance(s, jax.Array) and not isinstance(s, jax.core.Tracer)
+        else s
+        for s in saved
+    ]
 
 
 def finish(call):
