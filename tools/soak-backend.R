@@ -20,19 +20,12 @@ py_gc <- reticulate::import("gc", convert = FALSE)
 # The resident set, R's live objects (memory.profile() counts every
 # reachable one, preserved ones included), Python's objects tracked by its
 # collector, and customgrad's grad callbacks waiting for a backward pass.
-# JAX's caches are emptied before Python's objects are counted: its jit
-# cache keeps an entry per gradient call made under a trace, up to 8,192
-# (bounded by JAX, and counted in the resident set measured before).
 measure <- function() {
   gc()
   gc()
-  rss <- process_mb()
-  if (backend == "jax") {
-    reticulate::import("jax")$clear_caches()
-  }
   py_gc$collect()
   c(
-    rss_mb = rss,
+    rss_mb = process_mb(),
     r_objects = sum(memory.profile()),
     python_objects = reticulate::py_len(py_gc$get_objects()),
     pending_grads = length(customgrad:::the$grads)
