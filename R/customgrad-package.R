@@ -72,8 +72,8 @@
 #' dropped: then R's garbage collector releases it, with the Python
 #' callable and its traces (in two collections when the release goes
 #' through Python: the first drops R's reference to the callable, whose
-#' release then drops Python's references to R). A copy handed to Python (a Keras layer, `jax$grad(h)`)
-#' keeps them as long as Python keeps it.
+#' release then drops Python's references to R). A copy handed to Python
+#' (a Keras layer, `jax$grad(h)`) keeps them as long as Python keeps it.
 #'
 #' @section Options:
 #' * `customgrad.gc_threshold_mb`: see "Memory" above.

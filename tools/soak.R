@@ -25,23 +25,23 @@ for (backend in backends) {
     env = paste0("KERAS_BACKEND=", backend)
   )
   if (status != 0 || !file.exists(result_file)) {
-    results[[backend]] <- data.frame(backend = backend, route = "(failed)")
+    results[[backend]] <- data.frame(
+      backend = backend,
+      route = "(failed)",
+      steps = steps,
+      rbind(bounds * NA),
+      seconds = NA
+    )
     next
   }
   results[[backend]] <- utils::read.csv(result_file)
 }
 
-table <- Reduce(
-  function(a, b) merge(a, b, all = TRUE, sort = FALSE),
-  results
-)
-within <- vapply(
-  seq_len(nrow(table)),
-  function(i) {
-    row <- unlist(table[i, names(bounds)])
-    !anyNA(row) && all(row < bounds)
-  },
-  logical(1)
+table <- do.call(rbind, results)
+within <- apply(
+  table[names(bounds)],
+  1,
+  function(growth) !anyNA(growth) && all(growth < bounds)
 )
 table$within_bounds <- within
 cat("\nGrowth from step", steps %/% 10, "to step", steps, "\n")

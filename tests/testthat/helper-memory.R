@@ -4,7 +4,8 @@
 # A custom-gradient function made the way users write factories: `f`
 # captures an R environment and a Python object, and the factory's frame
 # holds the function too (the case an R -> Python -> R cycle kept alive).
-# Returns the function and weak references to both captured objects.
+# Returns the function and weak references to both captured objects
+# (`refs`).
 captured_function_factory <- function(trace = TRUE) {
   big <- new.env()
   big$values <- runif(1e5)
@@ -22,23 +23,23 @@ captured_function_factory <- function(trace = TRUE) {
   weakref <- reticulate::import("weakref", convert = FALSE)
   list(
     h = h,
-    r_ref = rlang::new_weakref(big),
-    py_ref = weakref$ref(py_object)
+    refs = list(r = rlang::new_weakref(big), python = weakref$ref(py_object))
   )
 }
 
-# Whether the objects behind `made$r_ref` and `made$py_ref` are gone after
-# R's collector ran: twice, as a release that goes through Python takes two
-# (the first finalises R's reference to a Python object, which then drops
-# its reference to an R object).
-captured_released <- function(r_ref, py_ref) {
+# Expects the objects behind `refs` (see captured_function_factory()) to
+# be `released`, or not, after R's collector ran: twice, as a release that
+# goes through Python takes two (the first finalises R's reference to a
+# Python object, which then drops its reference to an R object).
+expect_captured_released <- function(refs, released) {
   gc()
   gc()
-  c(
-    r = is.null(rlang::wref_key(r_ref)),
-    python = reticulate::py_is_null_xptr(py_ref) ||
-      inherits(reticulate::py_call(py_ref), "python.builtin.NoneType")
+  gone <- c(
+    r = is.null(rlang::wref_key(refs$r)),
+    python = reticulate::py_is_null_xptr(refs$python) ||
+      inherits(reticulate::py_call(refs$python), "python.builtin.NoneType")
   )
+  expect_identical(gone, c(r = released, python = released))
 }
 
 # --- Peak memory of an eager loop -------------------------------------------

@@ -10,22 +10,17 @@ test_that("a dropped custom-gradient function releases what f captured", {
     as.vector(as.array(op_grad(\(v) op_sum(made$h(v)))(x))),
     c(2, 2)
   )
-  r_ref <- made$r_ref
-  py_ref <- made$py_ref
-  expect_identical(
-    captured_released(r_ref, py_ref),
-    c(r = FALSE, python = FALSE)
-  )
+  refs <- made$refs
+  expect_captured_released(refs, FALSE)
   rm(made)
-  expect_identical(captured_released(r_ref, py_ref), c(r = TRUE, python = TRUE))
+  expect_captured_released(refs, TRUE)
 })
 
 test_that("an untraced function's last grad goes at the next call that runs R", {
   skip_if_no_backend()
   made <- captured_function_factory(trace = FALSE)
   expect_equal(as.vector(native_grad(made$h, c(1, 2))), c(2, 2))
-  r_ref <- made$r_ref
-  py_ref <- made$py_ref
+  refs <- made$refs
   rm(made)
   gc() # R's references to the call's tensors go: Python drops the last grad
   # and R learns it at its next forward
@@ -34,7 +29,7 @@ test_that("an untraced function's last grad goes at the next call that runs R", 
     trace = FALSE
   )
   expect_values(as.array(other(1)), 2)
-  expect_identical(captured_released(r_ref, py_ref), c(r = TRUE, python = TRUE))
+  expect_captured_released(refs, TRUE)
 })
 
 test_that("dropped op_grad() and op_compile() functions release what f captured", {
@@ -68,17 +63,13 @@ test_that("a copy handed to Python keeps f alive until Python drops it", {
   skip_if_no_backend()
   made <- captured_function_factory()
   held <- reticulate::r_to_py(made$h)
-  r_ref <- made$r_ref
-  py_ref <- made$py_ref
+  refs <- made$refs
   rm(made)
-  expect_identical(
-    captured_released(r_ref, py_ref),
-    c(r = FALSE, python = FALSE)
-  )
+  expect_captured_released(refs, FALSE)
   x <- op_convert_to_tensor(c(1, 2, 3)) # a new signature: R traces f again
   expect_values(as.array(reticulate::py_call(held, x)), c(2, 4, 6))
   rm(held)
-  expect_identical(captured_released(r_ref, py_ref), c(r = TRUE, python = TRUE))
+  expect_captured_released(refs, TRUE)
 })
 
 test_that("a dropped layer releases what its function captured", {
@@ -89,17 +80,13 @@ test_that("a dropped layer releases what its function captured", {
     as.array(layer(op_convert_to_tensor(matrix(c(1, 2), 1)))),
     c(2, 4)
   )
-  r_ref <- made$r_ref
-  py_ref <- made$py_ref
+  refs <- made$refs
   rm(made)
-  expect_identical(
-    captured_released(r_ref, py_ref),
-    c(r = FALSE, python = FALSE)
-  )
+  expect_captured_released(refs, FALSE)
   rm(layer)
   gc()
   reticulate::import("gc")$collect() # Keras layers hold cycles of their own
-  expect_identical(captured_released(r_ref, py_ref), c(r = TRUE, python = TRUE))
+  expect_captured_released(refs, TRUE)
 })
 
 test_that("500 eager steps on 1e7 elements peak within 2x the memory of Python's loop", {
