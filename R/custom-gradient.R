@@ -104,6 +104,13 @@
 #' (a `tf.data` map, `tf.py_function`) is an error of class
 #' `customgrad_error_thread`. A traced signature needs no R.
 #'
+#' An interrupt (Ctrl-C, Esc) that comes while a backend has R run `f` or
+#' `grad` waits until they return, then stops the call that reached the
+#' backend; a time limit (`setTimeLimit()`) that passes then is taken at
+#' R's next check. R can't stop safely in the middle of reticulate's own
+#' code, which `op_*()` calls run. R code there that runs longer than half
+#' a second is stopped at once, as usual.
+#'
 #' To keep R out of a training loop, make it a layer with
 #' [layer_custom_gradient()], or hand the function itself to Keras:
 #' `layer_lambda(log1pexp)` runs without R once traced, while

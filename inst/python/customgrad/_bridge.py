@@ -1,7 +1,8 @@
 """What every backend adapter shares: entering R, and checking what R gave.
 
 R is entered only through :func:`call_r`, which refuses non-main threads
-(reticulate aborts the R process there).
+(reticulate aborts the R process there) and holds R's interrupts while R
+runs (see :mod:`customgrad._interrupts`).
 """
 
 import sys
@@ -10,7 +11,7 @@ import threading
 import keras
 import numpy as np
 
-from customgrad import _memory, _messages
+from customgrad import _interrupts, _memory, _messages
 from customgrad._structure import Static, flatten, unflatten
 from customgrad.errors import (
     ForeignTensorError,
@@ -39,7 +40,8 @@ def call_r(fn, *args, count=True, **kwargs):
         _memory.count_args(args)
     r_calls[0] += 1
     try:
-        return fn(*args, **kwargs)
+        with _interrupts.held():
+            return fn(*args, **kwargs)
     except KeyboardInterrupt as exc:
         exc.customgrad_stop = True
         raise

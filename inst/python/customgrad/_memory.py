@@ -34,7 +34,7 @@ session with Keras: it is paid only where the garbage is large).
 
 import threading
 
-from customgrad import _backend
+from customgrad import _backend, _interrupts
 
 _MAIN = threading.main_thread()
 
@@ -182,12 +182,14 @@ def _collect():
         return
     _state["bytes"] = 0
     _state["collections"] += 1
-    _state["collect"](False)
+    with _interrupts.held():
+        _state["collect"](False)
     now = _memory_now(fresh=True)
     full_base = _state["full_base"]
     if now is not None and (full_base is None or _past_threshold(now, full_base)):
         _state["full_collections"] += 1
-        _state["collect"](True)
+        with _interrupts.held():
+            _state["collect"](True)
         now = _state["full_base"] = _memory_now(fresh=True)
     _state["memory_base"] = now
 

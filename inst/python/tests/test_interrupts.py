@@ -1,0 +1,108 @@
+import ctypes
+import time
+
+import pytest
+
+from customgrad import _bridge, _interrupts
+
+
+@pytest.fixture
+def r_flags(monkeypatch):
+    """Stand-ins for R's R_interrupts_suspended and R_interrupts_pending."""
+    suspended, pending = ctypes.c_int(0), ctypes.c_int(0)
+    saved = dict(_interrupts._flags)
+    _interrupts.use_flags(suspended, pending)
+    yield suspended, pending
+    _interrupts._flags.update(saved)
+
+
+def test_r_interrupts_are_held_while_r_runs_and_restored_after(r_flags):
+    suspended, pending = r_flags
+    seen = []
+    _bridge.call_r(lambda: seen.append(suspended.value))
+    assert seen == [1]
+    assert suspended.value == 0
+    assert pending.value == 0
+
+
+def test_an_interrupt_that_came_while_r_ran_is_raised_when_it_returns(r_flags):
+    suspended, pending = r_flags
+
+    def interrupted():
+        pending.value = 1
+        return "value"
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _bridge.call_r(interrupted)
+    assert caught.value.customgrad_stop
+    # Taken here, so R won't signal it again.
+    assert pending.value == 0
+    assert suspended.value == 0
+
+
+def test_a_nested_call_leaves_the_interrupt_to_the_outer_one(r_flags):
+    suspended, pending = r_flags
+    inner_state = []
+
+    def inner():
+        pending.value = 1
+
+    def outer():
+        _bridge.call_r(inner)
+        inner_state.append((suspended.value, pending.value))
+
+    with pytest.raises(KeyboardInterrupt):
+        _bridge.call_r(outer)
+    assert inner_state == [(1, 1)]
+    assert (suspended.value, pending.value) == (0, 0)
+
+
+def test_an_interrupt_while_r_suspends_them_itself_is_left_to_r(r_flags):
+    suspended, pending = r_flags
+    suspended.value = 1  # as in R's suspendInterrupts()
+
+    def interrupted():
+        pending.value = 1
+
+    _bridge.call_r(interrupted)
+    assert (suspended.value, pending.value) == (1, 1)
+
+
+def test_an_interrupt_wins_over_an_error_in_flight(r_flags):
+    _, pending = r_flags
+
+    def fails():
+        pending.value = 1
+        raise ValueError("from R")
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _bridge.call_r(fails)
+    assert isinstance(caught.value.__context__, ValueError)
+
+
+def test_a_long_call_is_let_go_and_a_short_one_is_not(r_flags, monkeypatch):
+    suspended, _ = r_flags
+    monkeypatch.setattr(_interrupts, "HOLD_SECONDS", 0.2)
+    seen = []
+
+    def long_call():
+        time.sleep(0.5)
+        seen.append(suspended.value)
+        # R's garbage collector suspends interrupts and restores what it
+        # saw: the hold, if it saw it.
+        suspended.value = 1
+        time.sleep(0.5)
+        seen.append(suspended.value)
+
+    _bridge.call_r(long_call)
+    _bridge.call_r(lambda: seen.append(suspended.value))
+    assert seen == [0, 0, 1]
+    assert suspended.value == 0
+
+
+def test_outside_r_nothing_is_held(monkeypatch):
+    monkeypatch.setattr(
+        _interrupts, "_flags", {"suspended": None, "pending": None, "looked_up": True}
+    )
+    assert _bridge.call_r(lambda: "value") == "value"
+    assert _interrupts._holds == []
