@@ -96,6 +96,8 @@ busy <- function(seconds) {
 # R work in f or grad that an elapsed time limit, set here, stops: so the
 # limit fires there, not at a random point of Keras' or reticulate's code
 # (reticulate's event polling while Python runs prints one and goes on).
+# It runs past the half second for which customgrad holds interrupts in a
+# callback (10 times the limit), so R takes the limit inside it.
 busy_past_time_limit <- function(limit = 0.2) {
   setTimeLimit(elapsed = limit, transient = FALSE)
   busy(10 * limit)

@@ -36,8 +36,8 @@ def _r_flags():
             process = ctypes.CDLL(None)
             _flags["suspended"] = ctypes.c_int.in_dll(process, "R_interrupts_suspended")
             _flags["pending"] = ctypes.c_int.in_dll(process, "R_interrupts_pending")
-        except (OSError, ValueError):
-            pass
+        except (OSError, ValueError, TypeError):
+            pass  # not an R process, or R's symbols are not global there
     if _flags["suspended"] is None:
         return None
     return _flags["suspended"], _flags["pending"]
