@@ -2,7 +2,12 @@
 # child R session (a SIGINT to this process would stop testthat itself)
 # and a run of a function there that receives interrupts.
 
-start_child_session <- function() {
+# A child session for a SIGINT test, killed when the test ends; the test
+# is skipped where a backend or callr is missing, and on CRAN.
+local_child_session <- function(frame = parent.frame()) {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  skip_on_cran()
   session <- callr::r_session$new(
     callr::r_session_options(
       libpath = .libPaths(),
@@ -10,6 +15,7 @@ start_child_session <- function() {
     ),
     wait_timeout = 120000
   )
+  withr::defer(session$kill(), envir = frame)
   session$run(
     function(interrupt_loop) {
       suppressPackageStartupMessages({

@@ -132,11 +132,7 @@ test_that("a time limit in the middle of an eager fit(), R running at every step
 # --- User interrupts (SIGINT to a child R session) -------------------------
 
 test_that("SIGINTs during untraced grads and traces of f are caught, and every gradient after them is right", {
-  skip_if_no_backend()
-  skip_if_no_callr()
-  skip_on_cran()
-  session <- start_child_session()
-  on.exit(session$kill())
+  session <- local_child_session()
 
   # An untraced function whose grad is slow R code.
   session$run(function() {
@@ -204,11 +200,7 @@ test_that("SIGINTs during untraced grads and traces of f are caught, and every g
 })
 
 test_that("SIGINTs during an eager fit() are caught, and the function trains a new model after them", {
-  skip_if_no_backend()
-  skip_if_no_callr()
-  skip_on_cran()
-  session <- start_child_session()
-  on.exit(session$kill())
+  session <- local_child_session()
   session$run(function() {
     log1pexp <- op_custom_gradient(
       function(x) {
@@ -265,11 +257,7 @@ test_that("SIGINTs during an eager fit() are caught, and the function trains a n
 })
 
 test_that("an interrupt during R code in grad that runs for seconds stops it within about a second", {
-  skip_if_no_backend()
-  skip_if_no_callr()
-  skip_on_cran()
-  session <- start_child_session()
-  on.exit(session$kill())
+  session <- local_child_session()
   session$run(function() {
     # R code that runs past the half second for which customgrad holds
     # interrupts in a callback: R takes them at once after that.

@@ -184,14 +184,13 @@ def _collect():
     _state["collections"] += 1
     with _interrupts.held():
         _state["collect"](False)
-    now = _memory_now(fresh=True)
-    full_base = _state["full_base"]
-    if now is not None and (full_base is None or _past_threshold(now, full_base)):
-        _state["full_collections"] += 1
-        with _interrupts.held():
+        now = _memory_now(fresh=True)
+        full_base = _state["full_base"]
+        if now is not None and (full_base is None or _past_threshold(now, full_base)):
+            _state["full_collections"] += 1
             _state["collect"](True)
-        now = _state["full_base"] = _memory_now(fresh=True)
-    _state["memory_base"] = now
+            now = _state["full_base"] = _memory_now(fresh=True)
+        _state["memory_base"] = now
 
 
 def count_args(args):
