@@ -369,3 +369,27 @@ check_python_version <- function(
     )
   }
 }
+
+# The converted elements of a list argument (as_input()): all values, or
+# all options.
+check_no_mixed_options <- function(
+  x,
+  ...,
+  what = "Argument {.arg {arg}}",
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  options <- vapply(x, inherits, TRUE, "customgrad_static")
+  if (any(options) && !all(options)) {
+    abort_customgrad(
+      c(
+        paste(what, "mixes values to differentiate with options."),
+        "x" = "{cli::qty(sum(!options))}Element{?s} {which(!options)} {?is/are} numeric; {cli::qty(sum(options))}element{?s} {which(options)} {?is/are} not.",
+        "i" = "Pass the numbers and the options as separate arguments."
+      ),
+      class = "input",
+      call = call
+    )
+  }
+  invisible(x)
+}

@@ -63,15 +63,15 @@ op_compile <- function(f) {
 # The body of every function that op_compile() returns.
 call_compiled <- function(state, args, call) {
   inputs <- lapply(seq_along(args), function(i) {
-    as_compile_input(args[[i]], what = argument_label(args, i), call = call)
+    as_input(args[[i]], argument_label(args, i), call = call)
   })
   names(inputs) <- names(args)
   # Whether the backend has a compiler that can trace R (PyTorch's can't).
   state$eager <- state$eager %||% !autodiff_py()$backend_compiles()
   if (state$eager) {
-    return(as_tensor_tree(
+    return(as_input(
       call_wrapped(state, inputs),
-      what = "The value of `f`",
+      "The value of `f`",
       call = call
     ))
   }
@@ -94,34 +94,5 @@ call_compiled <- function(state, args, call) {
 
 # Called from Python with the compiled function's arguments.
 compiled_forward <- function(state, ...) {
-  as_tensor_tree(state$f(...), what = "The value of `f`")
-}
-
-# An argument of a compiled function: R numbers, arrays and logicals become
-# tensors (r_to_tensor()), lists keep their nesting.
-as_compile_input <- function(x, what, call = NULL, nested = FALSE) {
-  if (inherits(x, "python.builtin.object")) {
-    return(x)
-  }
-  if (is.list(x)) {
-    return(lapply(
-      unclass(x),
-      as_compile_input,
-      what = what,
-      call = call,
-      nested = TRUE
-    ))
-  }
-  if (is.numeric(x) || is.logical(x)) {
-    return(r_to_tensor(x))
-  }
-  abort_customgrad(
-    c(
-      "{what} of a compiled function must be a tensor, an R number, array or logical, or a list of them.",
-      "x" = "It {if (nested) 'contains' else 'is'} {describe_object(x)}.",
-      "i" = "Use other R values inside {.arg f} directly: they are fixed when {.arg f} is traced."
-    ),
-    class = "input",
-    call = call
-  )
+  as_input(state$f(...), "The value of `f`")
 }

@@ -62,6 +62,8 @@ error_classes <- c(
   install_failed = "A step of `install_customgrad()` failed.",
   load_function = "A loaded custom-gradient layer can't find its function, and its saved traces don't serve the call.",
   thread = "A custom-gradient function was called from a Python thread other than the main one, where R can't run.",
+  f = "The backend raised an error while `f` ran (wrong input types, say); the backend's error is the parent, and its Python classes stay among the error's.",
+  grad = "The backend raised an error while the gradient function ran; the backend's error is the parent, and its Python classes stay among the error's.",
   internal = "R and Python disagreed about a message between them: a bug in customgrad, please report it."
 )
 
@@ -151,7 +153,11 @@ generic_condition_classes <- c(
 # later, in the callback; anything not from customgrad goes on as it is.
 with_python_errors <- function(expr, call = rlang::caller_env()) {
   withCallingHandlers(expr, error = function(cnd) {
-    if (inherits(cnd, "python.builtin.BaseException")) {
+    # Python's (an R condition given a backend's classes is R's).
+    if (
+      inherits(cnd, "python.builtin.BaseException") &&
+        inherits(cnd, "python.builtin.object")
+    ) {
       rethrow_python_error(cnd, call)
     }
   })
@@ -178,7 +184,7 @@ rethrow_python_error <- function(cnd, call) {
     if (inherits(cnd, "customgrad_error") && is.null(cnd$call)) {
       cnd$call <- if (is.environment(call)) rlang::frame_call(call) else call
     }
-    stop(cnd)
+    stop(with_backend_classes(cnd))
   }
   class <- sub("^customgrad_error_", "", reticulate::py_to_r(r_class))
   details <- reticulate::py_to_r(reticulate::py_get_attr(found, "details"))
@@ -205,9 +211,17 @@ python_error_message <- function(class, d) {
   switch(
     class,
     grad_count = c(
-      "The gradient function must return {d$expected} gradient{?s}, one per input of {.arg f}.",
+      if (identical(d$expected, d$tensors)) {
+        "The gradient function must return {d$tensors} gradient{?s}, one per tensor input of {.arg f}."
+      } else {
+        "The gradient function must return {d$tensors} gradient{?s}, one per tensor input of {.arg f}, or {d$expected}, one per argument passed."
+      },
       "x" = "It returned {d$returned}.",
-      "i" = "Return a list with one gradient per input, {.code NULL} for an input without one."
+      "i" = if (identical(d$expected, d$tensors)) {
+        "Return a list with one gradient per input, {.code NULL} for an input without one."
+      } else {
+        "Return a list with one gradient per tensor input, or one per argument passed with {.code NULL} for options."
+      }
     ),
     grad_shape = c(
       "Each gradient must have its input's shape.",
@@ -296,3 +310,102 @@ python_error_message <- function(class, d) {
     )
   )
 }
+
+# A backend's error raised while `f` or `grad` ran (a Python exception from
+# an op_*() call), as customgrad_error_f or customgrad_error_grad: what ran,
+# with which arguments, and the backend's error as the parent. Its Python
+# classes travel as a field: a condition with them crosses Python as the
+# Python exception it names (reticulate), so they are added to the class
+# only in R, where the error reaches the user (with_backend_classes()).
+with_backend_errors <- function(expr, what, args) {
+  withCallingHandlers(expr, error = function(cnd) {
+    if (
+      inherits(cnd, "python.builtin.Exception") &&
+        !inherits(cnd, "customgrad_error") &&
+        is.null(the$py_module$find_error(cnd))
+    ) {
+      abort_backend_error(cnd, what, args)
+    }
+  })
+}
+
+abort_backend_error <- function(cnd, what, args) {
+  labels <- names(args) %||% character(length(args))
+  labels[!nzchar(labels)] <- paste0("..", which(!nzchar(labels)))
+  described <- vapply(args, describe_argument, "")
+  arguments <- paste0("`", labels, "` = ", described)
+  names(arguments) <- rep("*", length(arguments))
+  abort_customgrad(
+    c(
+      if (what == "f") {
+        "The backend failed in {.arg f} of a custom-gradient function."
+      } else {
+        "The backend failed in the gradient function of a custom-gradient function."
+      },
+      "i" = if (length(args) == 0) {
+        "{.arg f} was called with no arguments."
+      } else {
+        "{.arg f} was called with:"
+      },
+      arguments
+    ),
+    class = what,
+    call = NULL,
+    parent = cnd,
+    backend_classes = setdiff(
+      class(cnd),
+      c("python.builtin.object", "error", "condition")
+    )
+  )
+}
+
+# "a float32 tensor of shape (2, 3)", or describe_object()'s words.
+describe_argument <- function(x) {
+  if (inherits(x, "python.builtin.object")) {
+    described <- tryCatch(
+      sprintf(
+        "a %s tensor of shape (%s)",
+        tensor_dtype(x),
+        paste(
+          ifelse(is.na(tensor_shape(x)), "?", tensor_shape(x)),
+          collapse = ", "
+        )
+      ),
+      error = function(e) NULL
+    )
+    return(described %||% describe_object(x))
+  }
+  if (is.character(x) && length(x) == 1L) {
+    return(sprintf("a string (\"%s\")", x))
+  }
+  describe_object(x)
+}
+
+# The backend's classes among those of a customgrad_error_f or _grad that
+# reached the user (not inside a callback from Python: see
+# with_backend_errors()), so that tryCatch() on them still works.
+with_backend_classes <- function(cnd) {
+  extra <- .subset2(cnd, "backend_classes")
+  if (length(extra) == 0L || inside_python_callback()) {
+    return(cnd)
+  }
+  cls <- class(cnd)
+  at <- match("customgrad_error", cls)
+  class(cnd) <- c(cls[seq_len(at)], extra, cls[-seq_len(at)])
+  cnd
+}
+
+# Whether R runs inside a call from Python (reticulate's callback frame,
+# `call_r_function()`, however it is named).
+inside_python_callback <- function() {
+  heads <- vapply(sys.calls(), function(call) deparse(call[[1]])[[1]], "")
+  any(endsWith(heads, "call_r_function"))
+}
+
+# A customgrad error's fields are R's, also when it carries a backend's
+# Python classes (whose `$` method reads Python attributes).
+#' @export
+`$.customgrad_error` <- function(x, name) .subset2(x, name)
+
+#' @export
+`[[.customgrad_error` <- function(x, i, ...) .subset2(x, i)

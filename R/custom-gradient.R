@@ -15,10 +15,18 @@
 #'   returns it with the same structure.
 #' * `grad` computes the gradient with respect to `f`'s inputs from
 #'   `upstream`, the gradient with respect to `value` (with `value`'s
-#'   structure). It returns one gradient per input of `f` as `tuple()` or
-#'   `list()`; a gradient has its input's shape (a nested input gets a
+#'   structure). It returns, as `tuple()` or `list()`, either one gradient
+#'   per tensor input or one per argument the call passed (with `NULL` for
+#'   options); a gradient has its input's shape (a nested input gets a
 #'   gradient of the same nesting), and `NULL` means "no gradient" (zeros).
-#'   With a single input, the gradient may be returned bare.
+#'   With a single tensor input, the gradient may be returned bare. Any
+#'   other count is an error of class `customgrad_error_grad_count` that
+#'   names both counts.
+#'
+#' Only the arguments a call passes are inputs: an argument the caller left
+#' out is not passed to `f`, which uses its default, and needs no gradient,
+#' as with keras3's `op_custom_gradient()`. `f <- function(x, k = 2)` called
+#' as `h(x)` has one input; as `h(x, 3)` two (an R double is a tensor).
 #'
 #' `grad` may be written in any of the backends' styles; customgrad reads its
 #' arguments and calls it accordingly:
@@ -46,12 +54,15 @@
 #'
 #' Other arguments are options, as keras3's functions take them: `NULL`,
 #' strings, a single integer or logical (`axis = 2L`, `keepdims = TRUE`),
-#' functions. They reach `f` unchanged, get no gradient (`grad` returns
-#' `NULL` for them), and each value is traced on its own (see "When R
-#' runs"). Anything else is an error of class `customgrad_error_input`
-#' naming the argument: complex numbers, factors, data frames (convert them
-#' with `as.matrix()`), R vectors of length 0 (pass an empty tensor
-#' instead), and lists that mix numbers with options. An R `NA` (in an
+#' functions. They reach `f` unchanged, get no gradient (`grad` skips them
+#' or returns `NULL` for them), and each value is traced on its own (see
+#' "When R runs"). An R vector of length 0 is a tensor of shape (0), as
+#' keras3 makes it. Anything else is an error of class
+#' `customgrad_error_input` naming the argument: complex numbers, factors,
+#' data frames (convert them with `as.matrix()`), and lists that mix numbers
+#' with options. [op_grad()], [op_compile()] and [gradcheck()] convert
+#' their arguments by the same rules and with the same errors (they take
+#' no options; [op_grad()] takes R integers as numbers). An R `NA` (in an
 #' argument, or in arithmetic with a tensor inside `f` or `grad`) is an error
 #' of class `customgrad_error_na`: a tensor has no `NA`, and reticulate
 #' would turn a logical `NA` into `TRUE`; `NaN` passes. A gradient that is
@@ -118,8 +129,13 @@
 #' PyTorch (on TensorFlow and JAX, `fit()` traces it once either way).
 #'
 #' @section Errors:
-#' An error in `f` or `grad` reaches the caller of `h()` as the original
-#' condition; if a backend's own function called `h()` (such as
+#' An error that the backend raises while `f` or `grad` runs (an `op_*()`
+#' call given a string, say) is an error of class `customgrad_error_f` or
+#' `customgrad_error_grad` whose message lists the arguments `f` got, with
+#' the backend's error as its parent; it keeps the backend's Python classes
+#' (`python.builtin.ValueError`, ...), so `tryCatch()` on them still works.
+#' Any other error in `f` or `grad` reaches the caller of `h()` as the
+#' original condition; if a backend's own function called `h()` (such as
 #' `tape$gradient()`, or Keras in `fit()`), its message is kept, and so are
 #' the classes of an error raised with `rlang::abort(class = )`. While
 #' tracing, such a classed error is raised at once; a plain `stop()` there
@@ -203,6 +219,22 @@
 #' gradcheck(log1pexp, c(-3, 0, 2.5))
 #' stopifnot(as.numeric(op_grad(log1pexp)(100)) == 1)
 #'
+#' # A default and an option: only the arguments passed are inputs, and
+#' # grad returns one gradient per tensor input ...
+#' scale_by <- op_custom_gradient(function(x, k = 2, axis = NULL) {
+#'   tuple(op_sum(x * k, axis = axis), function(upstream) {
+#'     op_expand_dims(upstream, axis) * op_ones_like(x) * k
+#'   })
+#' })
+#' op_grad(function(x) op_sum(scale_by(x, axis = 2L)))(matrix(1:4, 2) + 0)
+#' # ... or one per argument passed, NULL for the options.
+#' row_sums <- op_custom_gradient(function(x, axis) {
+#'   tuple(op_sum(x, axis = axis), function(upstream) {
+#'     list(op_expand_dims(upstream, axis) * op_ones_like(x), NULL)
+#'   })
+#' })
+#' op_grad(function(x) op_sum(row_sums(x, 2L)))(matrix(1:4, 2) + 0)
+#'
 #' # Two inputs, two outputs: upstream has the value's structure, and grad
 #' # returns one gradient per input.
 #' sum_and_product <- op_custom_gradient(function(x, y) {
@@ -222,6 +254,7 @@ op_custom_gradient <- function(f, trace = TRUE) {
   state$trace <- trace
   state$statics <- new.env(parent = emptyenv()) # non-tensor arguments
   fmls <- formals(args(f)) %||% alist(... = )
+  state$arg_names <- names(fmls)
   body <- custom_gradient_body(lapply(names(fmls), as.symbol))
   env <- rlang::env(ns_env(), .customgrad_state = state)
   h <- rlang::new_function(fmls, body, env)
@@ -276,13 +309,20 @@ custom_gradient_body <- function(inputs) {
       list(!!!inputs)
     )))
   }
+  # An argument the call did not pass keeps its place, and f its default.
   args <- lapply(inputs, function(x) {
-    rlang::expr(as_python_input(
-      !!x,
-      .customgrad_state,
-      !!as.character(x),
-      call = sys.call()
-    ))
+    rlang::expr(
+      if (missing(!!x)) {
+        missing_input()
+      } else {
+        as_input(
+          !!x,
+          !!paste0("Argument `", x, "`"),
+          call = sys.call(),
+          state = .customgrad_state
+        )
+      }
+    )
   })
   rlang::expr({
     fn <- .customgrad_state$py_from_r
@@ -306,7 +346,8 @@ call_custom_gradient <- function(state, inputs) {
   labels <- names(inputs) %||% character(length(inputs))
   labels[!nzchar(labels)] <- paste0("..", which(!nzchar(labels)))
   args <- lapply(seq_along(inputs), function(i) {
-    as_python_input(inputs[[i]], state, labels[[i]], call)
+    what <- paste0("Argument `", labels[[i]], "`")
+    as_input(inputs[[i]], what, call = call, state = state)
   })
   out <- with_python_errors(
     do.call(reticulate::py_call, c(list(fn), args)),
@@ -355,117 +396,6 @@ custom_gradient_callable <- function(state, call = rlang::caller_env()) {
   fn
 }
 
-# An argument for Python: tensors as they are; R doubles, and integer and
-# logical vectors and arrays, as tensors (r_to_tensor()); lists stay lists
-# (nested inputs), element by element. Other values (NULL, strings, single
-# integers and logicals such as `axis = 2L`, functions) are options: they
-# stay in R, in `state$statics`, and Python gets a marker with a key for
-# the value (see r_to_py.customgrad_static()), so that f gets them as they
-# are and a trace is made per value.
-as_python_input <- function(x, state, arg, call = NULL) {
-  if (inherits(x, "python.builtin.object")) {
-    return(x)
-  }
-  if ((is.double(x) || is.integer(x) || is.logical(x)) && !is.object(x)) {
-    check_no_na(x, arg = arg, call = call)
-    if (length(x) == 0L) {
-      abort_customgrad(
-        c(
-          "Argument {.arg {arg}} has no elements.",
-          "i" = "Pass a tensor for an empty input, such as {.code op_zeros(c(0, 3))}."
-        ),
-        class = "input",
-        call = call
-      )
-    }
-    if (is.double(x)) {
-      return(r_to_tensor(x))
-    }
-    if (length(x) == 1L && is.null(dim(x))) {
-      return(static_input(x, state))
-    }
-    return(r_to_tensor(x))
-  }
-  if (is.list(x) && !is.object(x)) {
-    inputs <- lapply(x, as_python_input, state = state, arg = arg, call = call)
-    options <- vapply(inputs, inherits, TRUE, "customgrad_static")
-    if (any(options) && !all(options)) {
-      abort_customgrad(
-        c(
-          "Argument {.arg {arg}} mixes values to differentiate with options.",
-          "x" = "{cli::qty(sum(!options))}Element{?s} {which(!options)} {?is/are} numeric; {cli::qty(sum(options))}element{?s} {which(options)} {?is/are} not.",
-          "i" = "Pass the numbers and the options as separate arguments."
-        ),
-        class = "input",
-        call = call
-      )
-    }
-    return(inputs)
-  }
-  if (is.null(x) || is.character(x) && !is.object(x) || is.function(x)) {
-    return(static_input(x, state))
-  }
-  abort_customgrad(
-    c(
-      "Argument {.arg {arg}} can't be passed to a custom-gradient function.",
-      "x" = "It is {describe_object(x)}.",
-      "i" = if (is.data.frame(x)) {
-        "Convert it with {.code as.matrix()} first."
-      } else {
-        "Pass tensors, R numbers or arrays (or lists of them) for values to differentiate, and {.code NULL}, strings, single integers or logicals for options."
-      }
-    ),
-    class = "input",
-    call = call
-  )
-}
-
-# A non-tensor argument: kept in `state$statics` under the hash of its
-# value (the key enters the trace's signature).
-static_input <- function(x, state) {
-  statics <- state$statics
-  if (length(statics) > 256L) {
-    # Keys of values no longer in use pile up: start afresh.
-    rm(list = names(statics), envir = statics)
-  }
-  key <- rlang::hash(x)
-  assign(key, x, envir = statics)
-  structure(list(key = key), class = "customgrad_static")
-}
-
-#' @rawNamespace S3method(reticulate::r_to_py, customgrad_static)
-r_to_py.customgrad_static <- function(x, convert = FALSE) {
-  customgrad_py("_structure")$Static(x$key)
-}
-
-# f's inputs from Python, with the values of non-tensor arguments back in
-# place of their markers.
-restore_statics <- function(inputs, statics) {
-  lapply(inputs, function(x) {
-    if (inherits(x, "customgrad._structure.Static")) {
-      return(get(reticulate::py_to_r(x$key), envir = statics))
-    }
-    if (is.list(x) && !inherits(x, "python.builtin.object")) {
-      return(restore_statics(x, statics))
-    }
-    x
-  })
-}
-
-# An R value as a tensor, through keras3's op_convert_to_tensor(). R doubles
-# all get the dtype keras3 gives an R vector of doubles (float64 on
-# TensorFlow and PyTorch, float32 on JAX), R numbers included: keras3 alone
-# would make an R number float32, and TensorFlow refuses to mix the two in
-# one operation.
-r_to_tensor <- function(x, dtype = NULL) {
-  if (is.null(dtype) && is.double(x) && length(x) == 1L && is.null(dim(x))) {
-    the$np_asarray <- the$np_asarray %||%
-      reticulate::import("numpy", convert = FALSE)$asarray
-    x <- the$np_asarray(x) # a 0-d array
-  }
-  keras3::op_convert_to_tensor(x, dtype = dtype)
-}
-
 # Called from Python with f's inputs: run f, check its result, and return
 # the value and the handle of grad's R callback (see run_grad()).
 # `released` are handles Python no longer needs. `tracing`: the inputs are
@@ -478,22 +408,24 @@ custom_gradient_forward <- function(
 ) {
   release_grads(released)
   f <- state$f
-  inputs <- restore_statics(list(...), state$statics)
+  inputs <- passed_inputs(restore_statics(list(...), state$statics), state)
+  # grad gets the inputs by position, whatever it names them.
+  grad_inputs <- unname(inputs)
   if (tracing) {
     return(reply_trace_failed_on_error({
       result <- as_f_result(run_traced(do.call(f, inputs)))
       convention <- grad_convention(result[[2]])
       check_traceable_grad(convention, call = NULL)
-      callback <- grad_callback(result[[2]], convention, inputs)
+      callback <- grad_callback(result[[2]], convention, grad_inputs)
       forward_reply(
         result[[1]],
         register_grad(traced_callback(callback), once = TRUE)
       )
     }))
   }
-  result <- as_f_result(do.call(f, inputs))
+  result <- as_f_result(with_backend_errors(do.call(f, inputs), "f", inputs))
   grad <- result[[2]]
-  callback <- grad_callback(grad, grad_convention(grad), inputs)
+  callback <- grad_callback(grad, grad_convention(grad), grad_inputs, inputs)
   forward_reply(value = result[[1]], grad = register_grad(callback))
 }
 
@@ -604,12 +536,15 @@ grad_args <- function(convention, inputs, upstream) {
   }
 }
 
-grad_callback <- function(grad, convention, inputs) {
+# `f_args`: f's arguments by name, for the error of a backend's failure in
+# grad (NULL while tracing, where a failure is a failed trace).
+grad_callback <- function(grad, convention, inputs, f_args = NULL) {
   # Forced here: a promise would keep the caller's frame, f's value with
   # it, alive as long as this callback waits for Python's release.
   force(grad)
   force(convention)
   force(inputs)
+  force(f_args)
   function(upstream, variables = NULL) {
     args <- grad_args(convention, inputs, upstream)
     if (!is.null(variables)) {
@@ -618,7 +553,10 @@ grad_callback <- function(grad, convention, inputs) {
       }
       args$variables <- variables
     }
-    do.call(grad, args)
+    if (is.null(f_args)) {
+      return(do.call(grad, args))
+    }
+    with_backend_errors(do.call(grad, args), "grad", f_args)
   }
 }
 

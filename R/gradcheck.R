@@ -99,14 +99,25 @@ gradcheck <- function(
   call <- rlang::current_env()
   inputs <- lapply(wrt, function(i) {
     what <- paste0("Input `", labels[[i]], "`")
-    as_tensor_tree(args[[i]], dtype = "float64", what = what, call = call)
+    as_input(
+      args[[i]],
+      what,
+      call = call,
+      dtype = "float64",
+      differentiable = TRUE
+    )
   })
   leaves <- gradcheck_leaves(inputs, labels[wrt])
 
   callback <- r_callback(function(...) {
     a <- args
     a[wrt] <- list(...)
-    as_tensor_tree(do.call(f, a), what = "The value of `f`", call = call)
+    as_input(
+      do.call(f, a),
+      "The value of `f`",
+      call = call,
+      differentiable = TRUE
+    )
   })
   progress <- gradcheck_progress(sum(leaves$elements), environment())
   out <- with_python_errors(

@@ -132,7 +132,12 @@ call_grad_transform <- function(state, args, call) {
     abort_wrt_missing(state$wrt, length(args), call)
   }
   inputs <- lapply(state$wrt, function(i) {
-    as_tensor_tree(args[[i]], what = argument_label(args, i), call = call)
+    as_input(
+      args[[i]],
+      argument_label(args, i),
+      call = call,
+      differentiable = TRUE
+    )
   })
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
@@ -145,10 +150,11 @@ call_grad_transform <- function(state, args, call) {
     )
   }
   if (!is.null(state$upstream) && is.null(state$upstream_py)) {
-    state$upstream_py <- as_tensor_tree(
+    state$upstream_py <- as_input(
       state$upstream,
-      what = "`upstream`",
-      call = call
+      "`upstream`",
+      call = call,
+      differentiable = TRUE
     )
   }
   # f's other arguments stay in R; the callback reads them from here.
@@ -176,7 +182,12 @@ grad_transform_forward <- function(state, ...) {
   args <- frame$args
   args[state$wrt] <- inputs
   value <- call_wrapped(state, args)
-  value <- as_tensor_tree(value, what = "The value of `f`", call = frame$call)
+  value <- as_input(
+    value,
+    "The value of `f`",
+    call = frame$call,
+    differentiable = TRUE
+  )
   if (is.null(state$upstream)) {
     check_scalar_value(value, call = frame$call)
   }
@@ -293,46 +304,6 @@ is_tensor_tree <- function(x) {
     return(all(vapply(x, is_tensor_tree, TRUE)))
   }
   is.numeric(x) || is.logical(x)
-}
-
-# Tensors for the leaves of `x`: R numbers and arrays become tensors of
-# `dtype`, by default r_to_tensor()'s for doubles (integers too: they are
-# to be differentiated); tensors stay as they are. Lists keep names and nesting.
-# `what` names `x` in the error, such as "Argument `x`".
-as_tensor_tree <- function(
-  x,
-  dtype = NULL,
-  what = "The input",
-  call = NULL,
-  nested = FALSE
-) {
-  if (inherits(x, "python.builtin.object")) {
-    return(x)
-  }
-  if (is.list(x)) {
-    return(lapply(
-      unclass(x),
-      as_tensor_tree,
-      dtype = dtype,
-      what = what,
-      call = call,
-      nested = TRUE
-    ))
-  }
-  if (is.numeric(x)) {
-    if (is.null(dtype)) {
-      storage.mode(x) <- "double"
-    }
-    return(r_to_tensor(x, dtype = dtype))
-  }
-  abort_customgrad(
-    c(
-      "{what} must be a tensor, an R number or array, or a list of them.",
-      "x" = "It {if (nested) 'contains' else 'is'} {describe_object(x)}."
-    ),
-    class = "input",
-    call = call
-  )
 }
 
 # "Argument `x`", or "Argument 2" for an unnamed one.

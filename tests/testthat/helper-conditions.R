@@ -143,6 +143,20 @@ error_triggers <- list(
     )
   },
   thread = function() raise_python_error("ThreadError", thread = "worker"),
+  # The backend's own errors in f and grad (their messages are the
+  # backend's: a snapshot per backend).
+  f = function() {
+    h <- op_custom_gradient(function(x, label) {
+      tuple(op_multiply(x, label), function(upstream) upstream)
+    })
+    h(1, "a")
+  },
+  grad = function() {
+    h <- op_custom_gradient(function(x) {
+      tuple(x * 2, function(upstream) op_multiply(upstream, "a"))
+    })
+    op_grad(h)(1)
+  },
   internal = function() {
     raise_python_error("ProtocolError", problem = "a reply without `value`.")
   }
@@ -155,5 +169,5 @@ scrub_python_path <- function(lines) {
 
 # Snapshot variants for messages that name the backend in use.
 snapshot_variant <- function(class) {
-  if (class %in% c("backend_started")) config_backend() else NULL
+  if (class %in% c("backend_started", "f", "grad")) config_backend() else NULL
 }

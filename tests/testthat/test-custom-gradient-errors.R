@@ -47,10 +47,13 @@ test_that("a wrong number of gradients is a classed error naming both counts", {
   )
   expect_match(
     conditionMessage(err),
-    "must return 2 gradients, one per input of `f`.\nx It returned 3.",
+    "must return 2 gradients, one per tensor input of `f`.\nx It returned 3.",
     fixed = TRUE
   )
-  expect_identical(err$details, list(expected = 2L, returned = 3L))
+  expect_identical(
+    err$details,
+    list(expected = 2L, tensors = 2L, returned = 3L)
+  )
   # said once: the Python error is kept as a field, not printed again
   printed <- paste(format(err), collapse = "\n")
   expect_identical(lengths(gregexpr("must return 2 gradients", printed)), 1L)
@@ -154,7 +157,6 @@ test_that("bad arguments are classed errors, and the session goes on", {
       list(1, "a"),
       "customgrad_error_input"
     ),
-    "0-length vector" = list(numeric(0), "customgrad_error_input"),
     "complex" = list(1i, "customgrad_error_input"),
     "NULL (an option, no value to compute)" = list(
       NULL,
@@ -169,6 +171,8 @@ test_that("bad arguments are classed errors, and the session goes on", {
     )
   }
   expect_error(h(data.frame(a = 1)), "as.matrix()", fixed = TRUE)
+  # An empty vector is a tensor of shape (0), as keras3 makes it.
+  expect_tensor(h(numeric(0)), numeric(0))
   # NaN is a value: it passes, and so does the session.
   expect_tensor(h(c(1, NaN)), c(10, NaN))
   expect_tensor(op_grad(h)(2), 10)
@@ -377,4 +381,90 @@ test_that("Python threads calling custom-gradient functions, with a collection d
   expect_length(result$other_errors, 0)
   expect_identical(unlist(result$values), rep(6, 50))
   expect_equal(as.vector(result$after), c(2, 2))
+})
+
+# --- The backend's errors in f and grad --------------------------------------
+
+test_that("a backend's error in f names the call and the arguments, traced or not", {
+  skip_if_no_backend()
+  for (trace in c(TRUE, FALSE)) {
+    h <- op_custom_gradient(
+      function(x) tuple(op_multiply(x, 10), function(upstream) upstream * 10),
+      trace = trace
+    )
+    for (bad in list("a", NULL)) {
+      err <- expect_error(h(bad), class = "customgrad_error_f")
+      expect_s3_class(err, "customgrad_error")
+      # the backend's error is the parent, and its classes stay
+      expect_s3_class(err$parent, "python.builtin.Exception")
+      expect_s3_class(err, "python.builtin.Exception")
+      expect_identical(conditionCall(err), quote(h(bad)))
+      expect_match(
+        conditionMessage(err),
+        if (is.null(bad)) "`x` = NULL" else "`x` = a string (\"a\")",
+        fixed = TRUE
+      )
+    }
+    caught <- tryCatch(h("a"), python.builtin.Exception = function(e) "caught")
+    expect_identical(caught, "caught")
+  }
+  # The session goes on.
+  expect_tensor(h(2), 20)
+})
+
+test_that("a backend's error in grad is customgrad_error_grad on every route", {
+  skip_if_no_backend()
+  for (trace in c(TRUE, FALSE)) {
+    h <- op_custom_gradient(
+      function(x) tuple(x * 2, function(upstream) op_multiply(upstream, "a")),
+      trace = trace
+    )
+    err <- expect_error(
+      suppressMessages(op_grad(function(x) op_sum(h(x)))(c(1, 2))),
+      class = "customgrad_error_grad"
+    )
+    expect_s3_class(err, "python.builtin.Exception")
+    expect_match(conditionMessage(err), "gradient function", fixed = TRUE)
+    expect_error(
+      suppressMessages(customgrad_call(native_grad(h, c(1, 2)))),
+      class = "customgrad_error_grad"
+    )
+  }
+})
+
+test_that("a backend's error inside a nested call keeps its class at the top", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x, label) {
+    tuple(op_multiply(x, label), function(upstream) upstream)
+  })
+  err <- expect_error(
+    op_grad(function(x) op_sum(h(x, "a")))(c(1, 2)),
+    class = "customgrad_error_f"
+  )
+  expect_s3_class(err, "python.builtin.Exception")
+  expect_match(conditionMessage(err), "`label` = a string", fixed = TRUE)
+  # errors the user raises keep their own class, as before
+  mine <- op_custom_gradient(function(x) {
+    rlang::abort("mine", class = "my_error")
+  })
+  expect_error(mine(1), class = "my_error")
+})
+
+test_that("a wrong count with options names both accepted counts", {
+  skip_if_no_backend()
+  h <- op_custom_gradient(function(x, label) {
+    tuple(x * 2, function(upstream) list(upstream, upstream, upstream))
+  })
+  err <- expect_error(
+    customgrad_call(op_grad(function(x) op_sum(h(x, "a")))(1)),
+    class = "customgrad_error_grad_count"
+  )
+  expect_identical(
+    err$details,
+    list(expected = 2L, tensors = 1L, returned = 3L)
+  )
+  expect_snapshot(
+    op_grad(function(x) op_sum(h(x, "a")))(1),
+    error = TRUE
+  )
 })

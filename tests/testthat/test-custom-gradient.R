@@ -197,13 +197,96 @@ test_that("op_custom_gradient() returns a function with f's arguments", {
 test_that("defaults and named arguments reach f in its own order", {
   skip_if_no_backend()
   h <- op_custom_gradient(function(x, y = 10) {
-    tuple(x - y, function(upstream) list(upstream, -upstream))
+    passed <- nargs()
+    tuple(x - y, function(upstream) {
+      if (passed == 1) upstream else list(upstream, -upstream)
+    })
   })
   expect_tensor(h(1), -9)
   expect_tensor(h(y = 1, x = 5), 4)
   g <- native_grads(function(a, b) sum(h(y = b, x = a)), c(1, 2), c(3, 4))
   expect_values(g[[1]], c(1, 1))
   expect_values(g[[2]], c(-1, -1))
+})
+
+# --- Which arguments are inputs (keras3's contract) -------------------------
+
+test_that("a default the call did not pass is not an input, traced or not", {
+  skip_if_no_backend()
+  for (trace in c(TRUE, FALSE)) {
+    # keras3's own example of a closure with a default
+    h <- op_custom_gradient(
+      function(x, k = 2) tuple(x * k, function(upstream) upstream * k),
+      trace = trace
+    )
+    expect_tensor(h(c(1, 2)), c(2, 4))
+    # Python callers pass the leading arguments only
+    py_h <- reticulate::r_to_py(h)
+    expect_tensor(
+      reticulate::py_call(py_h, op_convert_to_tensor(c(1, 2))),
+      c(2, 4)
+    )
+    expect_values(native_grad(h, c(1, 2)), c(2, 2))
+    expect_tensor(op_grad(function(x) op_sum(h(x)))(c(1, 2)), c(2, 2))
+    # passed, k is an input (an R double is a tensor) and gets a gradient
+    k_passed <- op_custom_gradient(
+      function(x, k = 2) {
+        tuple(x * k, function(upstream) {
+          list(upstream * k, op_sum(upstream * x))
+        })
+      },
+      trace = trace
+    )
+    g <- op_grad(function(x, k) op_sum(k_passed(x, k)), wrt = 1:2)(c(1, 2), 3)
+    expect_tensor(g[[1]], c(3, 3))
+    expect_tensor(g[[2]], 3) # d/dk sum(x * k) = sum(x)
+  }
+})
+
+test_that("an argument skipped before a passed one keeps the places", {
+  skip_if_no_backend()
+  seen <- NULL
+  h <- op_custom_gradient(function(x, k = 2, axis = NULL) {
+    seen <<- list(k = k, axis = axis)
+    tuple(op_sum(x * k, axis = axis), function(upstream) {
+      op_expand_dims(upstream, axis) * op_ones_like(x) * k
+    })
+  })
+  x <- matrix(1:6, 2) + 0
+  expect_tensor(h(x, axis = 2L), c(18, 24))
+  expect_identical(seen, list(k = 2, axis = 2L))
+  expect_tensor(op_grad(function(x) op_sum(h(x, axis = 1L)))(x), rep(2, 6))
+})
+
+test_that("grad returns one gradient per tensor input, or one per argument passed", {
+  skip_if_no_backend()
+  for (trace in c(TRUE, FALSE)) {
+    per_tensor <- op_custom_gradient(
+      function(x, k = NULL, tag = NULL, axis = NULL) {
+        k <- k %||% 2L
+        tuple(x * k, function(upstream) upstream * k)
+      },
+      trace = trace
+    )
+    per_argument <- op_custom_gradient(
+      function(x, k = NULL, tag = NULL, axis = NULL) {
+        k <- k %||% 2L
+        tuple(x * k, function(upstream) list(upstream * k, NULL, NULL, NULL))
+      },
+      trace = trace
+    )
+    loss <- function(h, ...) function(x) op_sum(h(x, ...))
+    expect_tensor(op_grad(loss(per_tensor, NULL))(c(1, 2)), c(2, 2))
+    expect_tensor(
+      op_grad(loss(per_tensor, 3L, "tag", axis = 2L))(c(1, 2)),
+      c(3, 3)
+    )
+    expect_tensor(
+      op_grad(loss(per_argument, 3L, "tag", axis = 2L))(c(1, 2)),
+      c(3, 3)
+    )
+    expect_values(native_grad(per_tensor, c(1, 2), 5L), c(5, 5))
+  }
 })
 
 test_that("f may return keras3's tuple() (a Python tuple) or list()", {
@@ -242,9 +325,7 @@ test_that("arguments that are not tensors reach f unchanged and get no gradient"
   seen <- list()
   h <- op_custom_gradient(function(x, axis = NULL, scale = 2L, name = "a") {
     seen[[length(seen) + 1]] <<- list(axis = axis, scale = scale, name = name)
-    tuple(x * scale, function(upstream) {
-      list(upstream * scale, NULL, NULL, NULL)
-    })
+    tuple(x * scale, function(upstream) upstream * scale)
   })
   expect_tensor(h(c(1, 2)), c(2, 4))
   expect_identical(seen[[1]], list(axis = NULL, scale = 2L, name = "a"))

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 
 from customgrad import _interrupts, _memory, _messages
-from customgrad._structure import Static, flatten, unflatten
+from customgrad._structure import Static, flatten, is_missing, unflatten
 from customgrad.errors import (
     ForeignTensorError,
     carries_r_condition,
@@ -187,15 +187,15 @@ def call_grad(grad, upstream, inputs, fill_none, variables=None, convert=None):
 
 
 def normalize_gradients(grads, inputs, fill_none, convert=None):
-    """Check ``grads`` against ``inputs`` and return flat gradient tensors."""
-    n = len(inputs)
+    """Check ``grads`` against ``inputs`` and return flat gradient tensors.
+
+    ``grads`` holds one gradient per argument passed (options get None) or
+    one per tensor input (options are skipped); an argument the call did not
+    pass (a default of ``f``) never counts.
+    """
     if not isinstance(grads, (list, tuple)):
         grads = [grads]
-    elif n == 1 and len(grads) != 1 and isinstance(inputs[0], (list, dict)):
-        # One nested input: its gradient may be given without the outer list.
-        grads = [grads]
-    if len(grads) != n:
-        raise GradientCountError(expected=n, returned=len(grads))
+    grads = _spread_gradients(list(grads), inputs)
     flat = []
     for i, (g, x) in enumerate(zip(grads, inputs), start=1):
         g_leaves, g_spec = flatten(g)
@@ -212,6 +212,29 @@ def normalize_gradients(grads, inputs, fill_none, convert=None):
             where = (i, None if x_spec.is_leaf else j)
             flat.append(_check_leaf(gl, xl, where, fill_none, convert or to_tensor))
     return flat
+
+
+def _spread_gradients(grads, inputs):
+    """One gradient per element of ``inputs``: ``grads`` given per argument
+    passed, or per tensor input, with None for the rest."""
+    passed = [i for i, x in enumerate(inputs) if not is_missing(x)]
+    tensors = [i for i in passed if flatten(inputs[i])[1].num_leaves() > 0]
+    if len(tensors) == 1 and len(grads) != 1 and len(grads) != len(passed):
+        if isinstance(inputs[tensors[0]], (list, dict)):
+            # One nested input: its gradient may come without the outer list.
+            grads = [grads]
+    if len(grads) == len(passed):
+        positions = passed
+    elif len(grads) == len(tensors):
+        positions = tensors
+    else:
+        raise GradientCountError(
+            expected=len(passed), tensors=len(tensors), returned=len(grads)
+        )
+    spread = [None] * len(inputs)
+    for i, g in zip(positions, grads):
+        spread[i] = g
+    return spread
 
 
 def _check_leaf(g, x, where, fill_none, convert):

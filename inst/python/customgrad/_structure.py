@@ -8,7 +8,9 @@ An argument that is not a tensor (``NULL``, a string, an integer option)
 stays in R; Python gets a :class:`Static` marker with a key for its value.
 A marker is part of the spec, not a leaf: it takes no tensor, its key is
 part of the spec's key (a trace is made per value), and packing puts it
-back where it was, for R to replace with the value.
+back where it was, for R to replace with the value.  An argument of
+``f`` that the call did not pass has the marker :data:`MISSING`: it keeps
+the places of the arguments after it, and ``f`` uses its default.
 """
 
 
@@ -76,6 +78,14 @@ class Spec:
 
 
 LEAF = Spec(None)
+
+# The key of an argument the call did not pass (R's keys are hashes).
+MISSING = "missing"
+
+
+def is_missing(x):
+    """Whether ``x`` marks an argument that the call did not pass."""
+    return isinstance(x, Static) and x.key == MISSING
 
 
 def flatten(tree):

@@ -55,7 +55,10 @@ class CustomGradError(Exception, r_class_base("customgrad_error")):
 
 
 class GradientCountError(CustomGradError, r_class_base("customgrad_error_grad_count")):
-    template = "`grad` returned {returned} gradient(s); it must return {expected}, one per input of `f`."
+    """``expected`` counts the arguments passed, ``tensors`` the tensor
+    inputs among them: either count is accepted."""
+
+    template = "`grad` returned {returned} gradient(s); it must return {expected}, one per argument passed, or {tensors}, one per tensor input."
 
 
 class GradientShapeError(CustomGradError, r_class_base("customgrad_error_grad_shape")):

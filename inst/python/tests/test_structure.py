@@ -22,7 +22,7 @@ def test_specs_compare_structure_not_leaves():
 
 
 def test_find_error_walks_the_chain():
-    inner = GradientCountError(expected=1, returned=2)
+    inner = GradientCountError(expected=1, tensors=1, returned=2)
     try:
         try:
             raise inner
