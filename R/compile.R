@@ -94,6 +94,7 @@ call_compiled <- function(state, args, call) {
 
 # Called from Python with the compiled function's arguments.
 compiled_forward <- function(state, ...) {
+  check_recursion()
   as_tensor_tree(state$f(...), what = "The value of `f`")
 }
 

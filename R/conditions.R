@@ -62,6 +62,7 @@ error_classes <- c(
   install_failed = "A step of `install_customgrad()` failed.",
   load_function = "A loaded custom-gradient layer can't find its function, and its saved traces don't serve the call.",
   thread = "A custom-gradient function was called from a Python thread other than the main one, where R can't run.",
+  recursion = "Custom-gradient functions called each other (or themselves) so deep that R's C stack would run out: unbounded recursion.",
   internal = "R and Python disagreed about a message between them: a bug in customgrad, please report it."
 )
 
@@ -250,6 +251,11 @@ python_error_message <- function(class, d) {
       "A custom-gradient function was called on the Python thread {.val {d$thread}}.",
       "x" = "R runs only on the main thread.",
       "i" = "Call it eagerly or inside a compiled function traced on the main thread, not from {.code tf.py_function}, a {.code tf.data} map or another thread."
+    ),
+    recursion = c(
+      "Custom-gradient functions can't be nested {d$depth} levels deep.",
+      "x" = "The limit is {d$limit} levels: a function that calls itself without end?",
+      "i" = "Stop the recursion with a condition that R decides, such as a depth counter."
     ),
     trace = c(
       "The custom-gradient function can't be traced, and tracing is strict.",

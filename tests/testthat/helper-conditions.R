@@ -143,6 +143,9 @@ error_triggers <- list(
     )
   },
   thread = function() raise_python_error("ThreadError", thread = "worker"),
+  recursion = function() {
+    raise_python_error("RecursionLimitError", depth = 65L, limit = 64L)
+  },
   internal = function() {
     raise_python_error("ProtocolError", problem = "a reply without `value`.")
   }
