@@ -13,6 +13,7 @@ by signature: the lookup could find the trace that recorded the call.
 import keras
 from keras.src.backend import compute_output_spec
 
+from customgrad import _trace
 from customgrad._structure import flatten
 
 
@@ -49,8 +50,6 @@ class _BoundOp(CustomGradientOp):
         self.entry = entry
 
     def compute_output_spec(self, *args):
-        from customgrad import _trace
-
         spec = _trace.value_spec(self.entry)
         if spec is not None:
             return spec
@@ -60,8 +59,6 @@ class _BoundOp(CustomGradientOp):
 def record(operation, adapter, args):
     """Record a call of ``operation``'s function on symbolic ``args`` in
     Keras' graph; return its symbolic value."""
-    from customgrad import _trace
-
     core = operation.core
     leaves, in_spec = flatten(list(args))
     if not isinstance(core, _trace.Traced) or not all(
