@@ -132,10 +132,11 @@
 #' other calls. A `grad` that calls the function on `f`'s inputs (with the
 #' signature being traced) is that very trace: the gradient of
 #' `exp` written as `function(upstream) upstream * selfexp(x)` is
-#' differentiable again, one level deeper for each order. Because `grad` is
-#' traced with `f`, a `grad` that calls the function on new shapes at every
-#' level recurses without end when traced, where untraced R runs it only as
-#' deep as the gradients taken.
+#' differentiable again, one level deeper for each order. A `grad` that
+#' calls the function on new shapes at every level would be traced without
+#' end (`grad` is traced with `f`): that signature falls back to R at every
+#' call, with the message of class `customgrad_message_fallback`, and R
+#' runs the calls only as deep as the gradients taken.
 #'
 #' Recursion without end (through custom-gradient functions, [op_grad()] or
 #' [op_compile()]) stops with an error of class

@@ -223,13 +223,21 @@ class Traced:
         except _messages.TraceFailed as exc:
             entry = _Fallback(str(exc))
         except Exception as exc:  # noqa: BLE001 - decided below
-            if find_error(exc) is not None:
+            if len(self.in_progress) == 1 and _recursed(exc):
+                # Tracing called the function again without end, as a grad
+                # that calls it on new inputs does: each level's grad is
+                # traced with its f. R running it at every call takes each
+                # level only as deep as the gradients asked for, and R's
+                # recursion error is still raised if that never ends.
+                entry = _Fallback(_RECURSED)
+            elif find_error(exc) is not None:
                 # customgrad's checks, and errors R raised rather than
                 # replying trace-failed: they fail the same way untraced.
                 raise
-            # Python could not trace it (an operation Keras can't record,
-            # a graph that can't be compiled).
-            entry = _Fallback(_reason(exc))
+            else:
+                # Python could not trace it (an operation Keras can't
+                # record, a graph that can't be compiled).
+                entry = _Fallback(_reason(exc))
         finally:
             self.in_progress.pop()
         pending.entry = entry
@@ -350,6 +358,28 @@ def general_key(nesting, input_specs):
         keras.config.floatx(),
         tuple((dtype, None if shape is None else len(shape)) for shape, dtype in input_specs),
     )
+
+
+_RECURSED = (
+    "Tracing it called it again and again without end (a `grad` that calls "
+    "the function is traced with each call's `f`)."
+)
+
+
+def _recursed(exc):
+    """Whether ``exc`` is customgrad's recursion error, raised in Python or
+    in R: either has the R class among its type's bases (see
+    ``errors.r_class_base``), R's through ``_bridge.call_r``."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if any(c.__name__ == _RECURSION_CLASS for c in type(exc).__mro__):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+_RECURSION_CLASS = RecursionLimitError.r_class
 
 
 def _reason(exc):

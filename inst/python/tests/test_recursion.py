@@ -149,3 +149,25 @@ def test_unbounded_recursion_is_a_recursion_error(trace, monkeypatch):
     ok = customgrad.custom_gradient(double, trace=trace)
     (g,) = grad_of(ok, [1.0])
     np.testing.assert_allclose(g, [2.0])
+
+
+@pytest.mark.parametrize("trace", [True, False])
+def test_grad_calling_itself_on_growing_inputs(trace, monkeypatch):
+    # Traced, each level's grad is traced with its f, without end: the
+    # signature falls back to running the stand-in for R at every call,
+    # where grad's call only runs forward, as untraced.
+    monkeypatch.setattr(_trace, "MAX_DEPTH", 8)
+    h = None
+
+    def forward(x, **hints):
+        def grad(upstream, variables):
+            return [upstream * keras.ops.sum(h(keras.ops.concatenate([x, x])))]
+
+        return reply(x * 2.0, grad)
+
+    reasons = []
+    h = customgrad.custom_gradient(forward, trace=trace, notify=reasons.append)
+    (g,) = grad_of(h, [1.0, 2.0])
+    np.testing.assert_allclose(g, [12.0, 12.0])
+    assert len(reasons) == (1 if trace else 0)
+    assert _trace._depth[0] == 0
