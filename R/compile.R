@@ -94,5 +94,6 @@ call_compiled <- function(state, args, call) {
 
 # Called from Python with the compiled function's arguments.
 compiled_forward <- function(state, ...) {
+  check_recursion()
   as_input(state$f(...), "The value of `f`")
 }

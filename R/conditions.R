@@ -64,6 +64,7 @@ error_classes <- c(
   thread = "A custom-gradient function was called from a Python thread other than the main one, where R can't run.",
   f = "The backend raised an error while `f` ran (wrong input types, say); the backend's error is the parent, and its Python classes stay among the error's.",
   grad = "The backend raised an error while the gradient function ran; the backend's error is the parent, and its Python classes stay among the error's.",
+  recursion = "Custom-gradient functions called each other (or themselves) so deep that R's C stack would run out: unbounded recursion.",
   internal = "R and Python disagreed about a message between them: a bug in customgrad, please report it."
 )
 
@@ -264,6 +265,11 @@ python_error_message <- function(class, d) {
       "A custom-gradient function was called on the Python thread {.val {d$thread}}.",
       "x" = "R runs only on the main thread.",
       "i" = "Call it eagerly or inside a compiled function traced on the main thread, not from {.code tf.py_function}, a {.code tf.data} map or another thread."
+    ),
+    recursion = c(
+      "Custom-gradient functions can't be nested {d$depth} levels deep.",
+      "x" = "The limit is {d$limit} levels: a function that calls itself without end?",
+      "i" = "Stop the recursion with a condition that R decides, such as a depth counter."
     ),
     trace = c(
       "The custom-gradient function can't be traced, and tracing is strict.",

@@ -67,7 +67,12 @@
 #' of class `customgrad_error_na`: a tensor has no `NA`, and reticulate
 #' would turn a logical `NA` into `TRUE`; `NaN` passes. A gradient that is
 #' not floating point (`NA`, a string, a logical, an integer or a complex
-#' number) is an error of class `customgrad_error_grad_dtype`, never cast.
+#' number) is an error of class `customgrad_error_grad_dtype`, never cast. A
+#' floating-point gradient of another floating dtype (`float64` for a
+#' `float32` input) is cast to its input's dtype, as PyTorch's autograd
+#' does, on every backend and route (`op_grad()`, `tape$gradient()`,
+#' `jax$grad()`, `$backward()`), and so is a gradient for a TensorFlow
+#' variable, to the variable's.
 #'
 #' Inside `f` and `grad`, use keras3's `op_*()` functions and R arithmetic
 #' on tensors.
@@ -107,9 +112,9 @@
 #' With `trace = FALSE`, R runs `f` at every call and `grad` at every
 #' backward pass, on the backend's tensors. JAX then runs `grad` during the
 #' forward pass under `jax$grad()`, on tracers; inside `tf.function` or
-#' `jax$jit()`, R runs only while those trace. On PyTorch, differentiating
-#' the gradient again (`create_graph = TRUE`) runs `f` once more in
-#' backward.
+#' `jax$jit()`, R runs only while those trace. On PyTorch, `f` runs with
+#' autograd recording when the call is recorded, so that `grad` can be
+#' differentiated again (`create_graph = TRUE`) without running `f` again.
 #'
 #' R can't run on other threads: a call that needs R from a non-main thread
 #' (a `tf.data` map, `tf.py_function`) is an error of class
@@ -127,6 +132,29 @@
 #' `layer_lambda(log1pexp)` runs without R once traced, while
 #' `layer_lambda(\(x) log1pexp(x))` calls the R closure at every step on
 #' PyTorch (on TensorFlow and JAX, `fit()` traces it once either way).
+#'
+#' @section Recursion:
+#' `f` and `grad` may call the function itself (or another custom-gradient
+#' function that calls it), traced or not, also in [op_compile()] and
+#' `fit()`: the values and gradients are those R gives when it runs every
+#' call. While tracing, a call of the function inside its own `f` or `grad`
+#' is traced anew with the R state of that moment (a depth counter, say)
+#' and replayed as the trace made for it; such traces are not kept for
+#' other calls. A `grad` that calls the function on `f`'s inputs (with the
+#' signature being traced) is that very trace: the gradient of
+#' `exp` written as `function(upstream) upstream * selfexp(x)` is
+#' differentiable again, one level deeper for each order. A `grad` that
+#' calls the function on new shapes at every level would be traced without
+#' end (`grad` is traced with `f`): that signature falls back to R at every
+#' call, with the message of class `customgrad_message_fallback`, and R
+#' runs the calls only as deep as the gradients taken.
+#'
+#' Recursion without end (through custom-gradient functions, [op_grad()] or
+#' [op_compile()]) stops with an error of class
+#' `customgrad_error_recursion` while half of R's C stack is still free
+#' (each level runs R, reticulate and Python, 0.4-0.6 MB of stack: with
+#' the usual 8 MB, about 6 levels fit while tracing and 9 untraced), or
+#' past 64 nested levels; the session goes on.
 #'
 #' @section Errors:
 #' An error that the backend raises while `f` or `grad` runs (an `op_*()`
@@ -244,6 +272,13 @@
 #'   list(list(x + y, x * y), grad)
 #' })
 #' sum_and_product(2, 3)
+#'
+#' # A gradient written with the function itself is differentiable again:
+#' # every derivative of exp is exp.
+#' selfexp <- op_custom_gradient(function(x) {
+#'   tuple(op_exp(x), function(upstream) upstream * selfexp(x))
+#' })
+#' op_grad(op_grad(selfexp))(1)
 op_custom_gradient <- function(f, trace = TRUE) {
   label <- rlang::as_label(rlang::enexpr(f))
   check_function(f)
@@ -407,6 +442,7 @@ custom_gradient_forward <- function(
   tracing = FALSE
 ) {
   release_grads(released)
+  check_recursion()
   f <- state$f
   inputs <- passed_inputs(restore_statics(list(...), state$statics), state)
   # grad gets the inputs by position, whatever it names them.
@@ -496,6 +532,7 @@ release_grads <- function(released) {
 }
 
 run_grad <- function(handle, upstream, variables = NULL) {
+  check_recursion()
   fn <- get(as.character(handle), envir = the$grads, inherits = FALSE)
   fn(upstream, variables)
 }

@@ -22,6 +22,38 @@ run_traced <- function(expr) {
   value
 }
 
+# Custom-gradient functions calling themselves (or each other) without end,
+# also through op_grad() and op_compile(), which R enters from Python too:
+# every level runs R, reticulate and Python, 400-600 kB of C stack, and R's
+# own "C stack usage is too close to the limit" in the middle of that can
+# leave reticulate, and the session, broken. Stopped while R's stack is
+# still half free, so that the error unwinds through every level in order;
+# Python also stops past a number of levels (_trace.MAX_DEPTH), for a stack
+# of unknown size.
+check_recursion <- function() {
+  info <- Cstack_info()
+  size <- info[["size"]]
+  if (is.na(size) || info[["current"]] < size * stack_share) {
+    return(invisible())
+  }
+  depth <- tryCatch(
+    reticulate::py_to_r(import_submodule("_trace")$`_depth`)[[1]],
+    error = function(cnd) NA
+  )
+  abort_customgrad(
+    c(
+      "Custom-gradient functions can't be nested {depth} levels deep.",
+      "x" = "R's C stack is {round(100 * info[['current']] / size)}% used: a function that calls itself without end?",
+      "i" = "Stop the recursion with a condition that R decides, such as a depth counter."
+    ),
+    class = "recursion",
+    call = NULL
+  )
+}
+
+# The share of R's C stack past which check_recursion() stops.
+stack_share <- 0.5
+
 # While tracing, an error that means "this can't be traced" (a value read,
 # R's RNG, an operation that fails on symbolic tensors, a plain stop() of
 # the user's code there) is replied to Python as a trace-failed record, and

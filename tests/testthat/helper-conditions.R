@@ -157,6 +157,9 @@ error_triggers <- list(
     })
     op_grad(h)(1)
   },
+  recursion = function() {
+    raise_python_error("RecursionLimitError", depth = 65L, limit = 64L)
+  },
   internal = function() {
     raise_python_error("ProtocolError", problem = "a reply without `value`.")
   }

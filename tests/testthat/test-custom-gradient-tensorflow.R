@@ -53,6 +53,40 @@ test_that("TF docs' linear_poly: grad gets variables= and returns their gradient
   expect_true(reticulate::py_eval("lambda a, b: a is b")(seen[[1]], weights))
 })
 
+test_that("variable gradients are cast to the variable's dtype, or a classed error", {
+  skip_unless_backend("tensorflow")
+  tf <- reticulate::import("tensorflow", convert = FALSE)
+  weights <- tf$Variable(c(1, 2), dtype = "float32")
+  for (cast_to in c("float64", "bool")) {
+    h <- op_custom_gradient(
+      function(x) {
+        grad <- function(upstream, variables = NULL) {
+          list(upstream * weights, list(op_cast(upstream * x, cast_to)))
+        }
+        tuple(x * weights, grad)
+      },
+      trace = FALSE
+    )
+    x <- tf$constant(c(3, 4), dtype = "float32")
+    tape <- tf$GradientTape()
+    y <- local({
+      local_tape(tape)
+      tape$watch(x)
+      tf$reduce_sum(h(x))
+    })
+    if (cast_to == "bool") {
+      expect_error(
+        customgrad_call(tape$gradient(y, weights)),
+        class = "customgrad_error_grad_dtype"
+      )
+    } else {
+      g <- tape$gradient(y, weights)
+      expect_identical(reticulate::py_to_r(g$dtype$name), "float32")
+      expect_values(as.array(g), c(3, 4))
+    }
+  }
+})
+
 test_that("untraced, a variable read in f with a grad lacking `variables` is a classed error", {
   skip_unless_backend("tensorflow")
   tf <- reticulate::import("tensorflow", convert = FALSE)

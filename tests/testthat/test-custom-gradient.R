@@ -180,6 +180,73 @@ test_that("reentrant: h inside another custom gradient's f and grad", {
   }
 })
 
+# The gradient of sum(f(x)) for the tensor `x`, in x's dtype, by the
+# backend's own autodiff: tape$gradient(), jax$grad(), $backward().
+native_gradient_of <- function(f, x) {
+  switch(
+    config_backend(),
+    tensorflow = {
+      tf <- tf_module()
+      tape <- tf$GradientTape()
+      y <- local({
+        local_tape(tape)
+        tape$watch(x)
+        op_sum(f(x))
+      })
+      tape$gradient(y, x)
+    },
+    jax = reticulate::import("jax")$grad(function(t) op_sum(f(t)))(x),
+    torch = {
+      x <- x$detach()$requires_grad_(TRUE)
+      op_sum(f(x))$backward()
+      x$grad
+    }
+  )
+}
+
+dtype_of <- function(x) {
+  reticulate::import("keras")$backend$standardize_dtype(x$dtype)
+}
+
+test_that("a floating gradient of another dtype comes back in its input's dtype", {
+  skip_if_no_backend()
+  # JAX without x64 makes float64 float32: float16 and float32 there.
+  pairs <- if (config_backend() == "jax") {
+    list(c("float32", "float16"), c("float16", "float32"))
+  } else {
+    list(
+      c("float32", "float64"),
+      c("float64", "float32"),
+      c("float16", "float32")
+    )
+  }
+  for (trace in c(TRUE, FALSE)) {
+    for (pair in pairs) {
+      grad_dtype <- pair[[2]]
+      h <- op_custom_gradient(
+        function(x) {
+          tuple(x * 2, function(upstream) op_cast(upstream * 2, grad_dtype))
+        },
+        trace = trace
+      )
+      x <- op_convert_to_tensor(c(1, 2), pair[[1]])
+      label <- paste(
+        pair[[1]],
+        "input,",
+        grad_dtype,
+        "gradient, trace =",
+        trace
+      )
+      through_op_grad <- op_grad(\(x) op_sum(h(x)))(x)
+      native <- native_gradient_of(h, x)
+      expect_identical(dtype_of(through_op_grad), pair[[1]], label = label)
+      expect_identical(dtype_of(native), pair[[1]], label = label)
+      expect_values(as.array(through_op_grad), c(2, 2))
+      expect_values(as.array(native), c(2, 2))
+    }
+  }
+})
+
 test_that("op_custom_gradient() returns a function with f's arguments", {
   h <- op_custom_gradient(function(x, y = 2) {
     tuple(x, function(upstream) upstream)

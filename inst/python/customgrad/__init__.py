@@ -69,7 +69,9 @@ def custom_gradient(
     from customgrad import _backend, _trace
 
     adapter = _backend.adapter(backend)
-    core = _trace.RCalls(forward, adapter.FILL_NONE)
+    core = _trace.RCalls(
+        forward, adapter.FILL_NONE, getattr(adapter, "forward_history", None)
+    )
     if trace:
         core = _trace.Traced(
             core,
@@ -97,7 +99,7 @@ def make_callable(core, adapter):
         # Symbolic Keras tensors (a functional model, another function's
         # trace): record a node in Keras' graph, as keras.ops functions do.
         if any_symbolic_tensors(args):
-            return operation.symbolic_call(*args)
+            return _operation.record(operation, adapter, args)
         # R may hold tensors of the code around this call (a loop of
         # jax$grad() from R): collect them if due (_memory).
         _memory.at_boundary()

@@ -13,6 +13,8 @@ interface, and nothing else in the package asks which backend is active:
 * ``GRAD_GETS_VARIABLES``: whether the backend hands ``grad`` the
   variables ``f`` read (TensorFlow's ``variables=``).
 * ``enable_float64()`` / ``restore_float64(previous)``: float64 compute.
+* ``forward_history()`` (PyTorch only; optional): the context R's ``f``
+  runs in when it runs at a call (see ``_trace.RCalls``).
 * ``nbytes(x)``: the bytes of a concrete tensor (0 for anything else);
   ``allocator_in_use()``: a reader of the backend's own allocator, or None.
 """

@@ -258,13 +258,21 @@ def _check_leaf(g, x, where, fill_none, convert):
             grad_shape=format_shape(g_shape),
             input_shape=format_shape(x_shape),
         )
+    return cast_gradient(g, x_dtype, label)
+
+
+def cast_gradient(g, dtype, label):
+    """The gradient tensor ``g`` in ``dtype``, its input's (or variable's):
+    a floating gradient of another floating dtype is cast, as PyTorch's
+    autograd does, so that every backend and route gives the input's
+    dtype; a gradient that is not floating point is a
+    :class:`GradientDtypeError` (``label`` says whose)."""
     g_dtype = keras.backend.standardize_dtype(g.dtype)
-    if _is_float(x_dtype) and not _is_float(g_dtype):
+    if _is_float(dtype) and not _is_float(g_dtype):
         # A logical, integer or complex gradient would be cast without a
         # word (R's NA arrives as True, a complex loses its imaginary part).
-        raise GradientDtypeError(where=label, dtype=g_dtype, input_dtype=x_dtype)
-    if g.dtype != x.dtype:
-        dtype = keras.backend.standardize_dtype(x.dtype)
+        raise GradientDtypeError(where=label, dtype=g_dtype, input_dtype=dtype)
+    if g_dtype != dtype:
         # A constant gradient at trace time casts itself (see _trace).
         g = g.cast_to(dtype) if hasattr(g, "cast_to") else keras.ops.cast(g, dtype)
     return g

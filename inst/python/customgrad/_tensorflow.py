@@ -64,7 +64,15 @@ def _variable_gradients(var_grads, variables):
         var_grads = [var_grads]
     if len(var_grads) != len(variables):
         raise VariablesError(expected=len(variables), returned=len(var_grads))
-    return [None if g is None else tf.convert_to_tensor(g) for g in var_grads]
+    # Cast to each variable's dtype, checked like the inputs' gradients.
+    return [
+        None
+        if g is None
+        else _bridge.cast_gradient(
+            tf.convert_to_tensor(g), v.dtype.name, f"variable {i}"
+        )
+        for i, (g, v) in enumerate(zip(var_grads, variables), start=1)
+    ]
 
 
 def finish(call):

@@ -5,10 +5,13 @@ NaN gradients, so customgrad does not use it.  The forward runs without
 autograd recording; what the backward needs is kept with
 ``save_for_backward`` (a closure holding outputs would be a reference cycle
 through the autograd graph).  When backward itself is differentiated
-(``create_graph=True``), the forward runs again on the saved inputs with
-autograd on, so that the gradient depends on the inputs and can be
-differentiated again.
+(``create_graph=True``), a replayed trace runs its forward again on the
+saved inputs with autograd on, so that the gradient depends on the inputs
+and can be differentiated again; R's ``f`` runs with autograd on from the
+start instead (``forward_history``), and is not run again.
 """
+
+import contextlib
 
 import torch
 
@@ -48,8 +51,10 @@ class _Function(torch.autograd.Function):
         tensors = ctx.saved_tensors
         flat, saved = list(tensors[: call.n_inputs]), list(tensors[call.n_inputs :])
         backward = call.backward
-        if torch.is_grad_enabled():
-            # create_graph=True: recompute from inputs that carry history.
+        if torch.is_grad_enabled() and not getattr(backward, "calls_r", False):
+            # create_graph=True: recompute a replay from inputs that carry
+            # history. R's f ran with autograd on (forward_history()), so
+            # what its grad captured carries history already.
             _, _, saved, backward = call.fn.forward(flat, call.in_spec)
         grads = backward(list(upstream), saved)
         return (None, *grads)
@@ -61,10 +66,30 @@ def custom_gradient(fn):
     def call(*args):
         tensors, in_spec = _bridge.flat_inputs(args)
         state = _Call(fn, in_spec)
-        result = _Function.apply(state, *tensors)
+        _recording.append(
+            torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        )
+        try:
+            result = _Function.apply(state, *tensors)
+        finally:
+            _recording.pop()
         return _bridge.pack(state.out_spec, list(result))
 
     return call
+
+
+# Whether each call in progress (innermost last) is recorded by autograd.
+_recording = []
+
+
+def forward_history():
+    """The context R's ``f`` runs in: autograd on when the call is
+    recorded, so that the tensors ``grad`` captures carry history to the
+    inputs and the gradient can be differentiated again (create_graph)
+    without running ``f`` again, where R's state may differ."""
+    if _recording and _recording[-1]:
+        return torch.enable_grad()
+    return contextlib.nullcontext()
 
 
 def finish(call):

@@ -13,8 +13,22 @@ symbolic tensors, compiles what ``f`` and ``grad`` did into programs
 trace fails (``f`` read a tensor's value, used R's random numbers, or called
 something Keras can't record) falls back to :class:`RCalls`, after one
 message from R; in strict mode the failure is an error instead.
+
+A call of the function on symbolic tensors (inside another trace, or in a
+functional model) is recorded as a node bound to the trace made for it
+(:meth:`Traced.bind`), never looked up by signature at replay, where it
+could find the trace that recorded it and replay itself.  A call of a
+function inside a trace of the same function (recursion) is traced on its
+own and not cached, as R would run it again; one that re-enters a trace
+whose ``f`` has run and whose ``grad`` is being traced, with its signature,
+is bound to that trace itself, resolved when it is replayed (its own
+gradient is then one level deeper, taken only when differentiated again).
+Nested calls that run R are counted: past :data:`MAX_DEPTH` levels they
+stop with :class:`RecursionLimitError` (R also stops them before its C
+stack runs out).
 """
 
+import contextlib
 from collections import OrderedDict
 
 import keras
@@ -24,21 +38,58 @@ from keras import KerasTensor
 from customgrad import _bridge, _messages
 from customgrad import _program
 from customgrad._structure import flatten
-from customgrad.errors import TraceError, find_error
+from customgrad.errors import (
+    ProtocolError,
+    RecursionLimitError,
+    TraceError,
+    find_error,
+)
 
 DEFAULT_MAX_TRACES = 32
+# Nested calls of custom-gradient functions that run R (f, or a trace of
+# f and grad), across functions: each level takes some 400-600 kB of C
+# stack through R, reticulate and Python, so R's 8 MB stack holds fewer
+# than 20; R stops earlier when its stack runs low (R/trace.R).  This
+# bound holds where R's stack size is unknown, and for Python callers.
+MAX_DEPTH = 64
+_depth = [0]
+
+
+class _Nested:
+    """One more level of nested calls that run R (see :data:`MAX_DEPTH`)."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        if _depth[0] >= MAX_DEPTH:
+            raise RecursionLimitError(depth=_depth[0] + 1, limit=MAX_DEPTH)
+        _depth[0] += 1
+
+    def __exit__(self, *exc):
+        _depth[0] -= 1
+
+
+nested_call = _Nested()
 
 
 class RCalls:
-    """Call R's ``f`` on every forward, R's ``grad`` on every backward."""
+    """Call R's ``f`` on every forward, R's ``grad`` on every backward.
 
-    def __init__(self, r_forward, fill_none):
+    ``history`` (an adapter's ``forward_history``, or None) is the context
+    ``f`` runs in: on PyTorch, autograd on where the call records it, so
+    that what ``grad`` captures from ``f`` can be differentiated again
+    without running ``f`` a second time (R's state may have changed).
+    """
+
+    def __init__(self, r_forward, fill_none, history=None):
         self.r_forward = r_forward
         self.fill_none = fill_none
+        self.history = history or contextlib.nullcontext
 
     def forward(self, flat, in_spec):
         inputs = _bridge.pack(in_spec, flat)
-        leaves, spec, grad = _bridge.call_forward(self.r_forward, inputs)
+        with nested_call, self.history():
+            leaves, spec, grad = _bridge.call_forward(self.r_forward, inputs)
         return leaves, spec, list(flat), _RBackward(self.fill_none, in_spec, spec, grad)
 
 
@@ -46,6 +97,7 @@ class _RBackward:
     """R's ``grad`` of one forward call; ``saved`` are the flat inputs."""
 
     __slots__ = ("fill_none", "in_spec", "spec", "grad")
+    calls_r = True  # differentiable again as it is, see RCalls
 
     def __init__(self, fill_none, in_spec, spec, grad):
         self.fill_none = fill_none
@@ -56,7 +108,10 @@ class _RBackward:
     def __call__(self, upstream, saved, variables=None):
         inputs = _bridge.pack(self.in_spec, saved)
         upstream = _bridge.pack(self.spec, upstream)
-        return _bridge.call_grad(self.grad, upstream, inputs, self.fill_none, variables)
+        with nested_call:
+            return _bridge.call_grad(
+                self.grad, upstream, inputs, self.fill_none, variables
+            )
 
 
 class _Fallback:
@@ -100,14 +155,24 @@ class Traced:
         self.general = {}  # general_key -> [_Trace]
         self.aliases = {}  # signature -> a general _Trace it matched
         self.traces = 0  # traces made so far (R runs for each)
+        self.in_progress = []  # _Pending of the traces being made, innermost last
         self.warned = False
         self.notified = False
 
     def forward(self, flat, in_spec):
         key = signature(flat, in_spec)
-        entry = self.cache.get(key) or self._general_match(key, flat, in_spec)
-        if entry is None:
-            entry = self._trace(key, flat, in_spec)
+        if self.in_progress:
+            # Called inside a trace of its own f or grad: R would run it
+            # again, so it gets a trace of its own.
+            entry = self._trace(key, flat, in_spec, keep=False)
+        else:
+            entry = self.cache.get(key) or self._general_match(key, flat, in_spec)
+            if entry is None:
+                entry = self._trace(key, flat, in_spec)
+        return self.run(entry, flat, in_spec)
+
+    def run(self, entry, flat, in_spec):
+        """Run ``entry`` (a trace, or a signature that calls R) on ``flat``."""
         if isinstance(entry, _Fallback):
             result = self.r_calls.forward(flat, in_spec)
             if entry.reason is not None:
@@ -118,6 +183,23 @@ class Traced:
             return result
         return entry.forward(flat)
 
+    def bind(self, flat, in_spec):
+        """The entry a call on symbolic tensors ``flat`` is recorded with:
+        a trace (cached, or made now), a :class:`_Pending` trace that the
+        call re-enters, or a :class:`_Fallback`."""
+        key = signature(flat, in_spec)
+        if self.in_progress:
+            for pending in reversed(self.in_progress):
+                if pending.key == key and pending.spec is not None:
+                    # f has run, grad is being traced: a call of the
+                    # function itself, replayed when the trace is done.
+                    return pending
+            return self._trace(key, flat, in_spec, keep=False)
+        entry = self.cache.get(key) or self._general_match(key, flat, in_spec)
+        if entry is None:
+            entry = self._trace(key, flat, in_spec)
+        return entry
+
     @property
     def n_cached(self):
         """How many signatures are cached."""
@@ -126,31 +208,43 @@ class Traced:
     def output_spec(self, flat, in_spec):
         """The value's symbolic tensors for symbolic inputs ``flat`` (their
         trace gives the shapes), or None if the trace failed."""
-        key = signature(flat, in_spec)
-        entry = self.cache.get(key) or self._general_match(key, flat, in_spec)
-        if entry is None:
-            entry = self._trace(key, flat, in_spec)
-        if isinstance(entry, _Fallback):
-            return None
-        leaves = [KerasTensor(shape, dtype) for shape, dtype in entry.value_specs]
-        return _bridge.pack(entry.spec, leaves)
+        return value_spec(self.bind(flat, in_spec))
 
-    def _trace(self, key, flat, in_spec):
+    def _trace(self, key, flat, in_spec, keep=True):
+        """Trace ``f`` and ``grad`` for ``flat``; cache the result if
+        ``keep`` (a trace made inside another of this function is not:
+        R's state, such as a recursion's depth, made it)."""
         self.traces += 1
+        pending = _Pending(key)
+        self.in_progress.append(pending)
         try:
-            entry = _Trace(self.r_calls, flat, in_spec)
+            with nested_call:
+                entry = _Trace(self.r_calls, flat, in_spec, pending)
         except _messages.TraceFailed as exc:
             entry = _Fallback(str(exc))
         except Exception as exc:  # noqa: BLE001 - decided below
-            if find_error(exc) is not None:
+            if len(self.in_progress) == 1 and _recursed(exc):
+                # Tracing called the function again without end, as a grad
+                # that calls it on new inputs does: each level's grad is
+                # traced with its f. R running it at every call takes each
+                # level only as deep as the gradients asked for, and R's
+                # recursion error is still raised if that never ends.
+                entry = _Fallback(_RECURSED)
+            elif find_error(exc) is not None:
                 # customgrad's checks, and errors R raised rather than
                 # replying trace-failed: they fail the same way untraced.
                 raise
-            # Python could not trace it (an operation Keras can't record,
-            # a graph that can't be compiled).
-            entry = _Fallback(_reason(exc))
+            else:
+                # Python could not trace it (an operation Keras can't
+                # record, a graph that can't be compiled).
+                entry = _Fallback(_reason(exc))
+        finally:
+            self.in_progress.pop()
+        pending.entry = entry
         if isinstance(entry, _Fallback) and self.strict:
             raise TraceError(reason=entry.reason)
+        if not keep:
+            return entry
         if len(self.cache) >= self.max_traces:
             self.cache.popitem(last=False)
             if not self.warned and self.warn_retrace is not None:
@@ -197,6 +291,51 @@ class Traced:
         return None
 
 
+def value_spec(entry):
+    """The value's symbolic tensors of a trace or :class:`_Pending` one;
+    None for a :class:`_Fallback`."""
+    if isinstance(entry, _Fallback):
+        return None
+    leaves = [KerasTensor(shape, dtype) for shape, dtype in entry.value_specs]
+    return _bridge.pack(entry.spec, leaves)
+
+
+class _Pending:
+    """A trace being made, for calls that re-enter it: ``spec`` and
+    ``value_specs`` once ``f`` has run, ``entry`` (the trace, or a
+    :class:`_Fallback`) once it is done."""
+
+    __slots__ = ("key", "spec", "value_specs", "entry")
+
+    def __init__(self, key):
+        self.key = key
+        self.spec = None
+        self.value_specs = None
+        self.entry = None
+
+
+class Bound:
+    """The core of a call recorded on symbolic tensors: it runs the entry
+    it was recorded with (see :meth:`Traced.bind`), whatever the cache
+    holds when it is replayed."""
+
+    __slots__ = ("traced", "entry")
+
+    def __init__(self, traced, entry):
+        self.traced = traced
+        self.entry = entry
+
+    def forward(self, flat, in_spec):
+        entry = self.entry
+        if isinstance(entry, _Pending):
+            entry = entry.entry
+            if entry is None:
+                raise ProtocolError(
+                    problem="a call recorded in a trace ran before the trace was done"
+                )
+        return self.traced.run(entry, flat, in_spec)
+
+
 def signature(flat, in_spec):
     """What a trace depends on: the nesting, floatx, and each input's type
     (eager or symbolic, the tensor kind), shape and dtype."""
@@ -221,6 +360,28 @@ def general_key(nesting, input_specs):
     )
 
 
+_RECURSED = (
+    "Tracing it called it again and again without end (a `grad` that calls "
+    "the function is traced with each call's `f`)."
+)
+
+
+def _recursed(exc):
+    """Whether ``exc`` is customgrad's recursion error, raised in Python or
+    in R: either has the R class among its type's bases (see
+    ``errors.r_class_base``), R's through ``_bridge.call_r``."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if any(c.__name__ == _RECURSION_CLASS for c in type(exc).__mro__):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+_RECURSION_CLASS = RecursionLimitError.r_class
+
+
 def _reason(exc):
     """The message of an exception from R (the R condition's) or Python."""
     message = getattr(exc, "message", None)
@@ -237,7 +398,7 @@ class _Trace:
         "compiled", "nesting", "spec", "fill_none", "value_specs", "input_specs",
     )  # fmt: skip
 
-    def __init__(self, r_calls, flat, in_spec):
+    def __init__(self, r_calls, flat, in_spec, pending=None):
         symbolic = [
             KerasTensor(_bridge.static_shape(x), _dtype(x)) for x in flat
         ]
@@ -247,6 +408,11 @@ class _Trace:
         )
         leaves, spec = flatten(reply.value)
         leaves = [_symbolic_leaf(x) for x in leaves]
+        value_specs = [(tuple(x.shape), x.dtype) for x in leaves]
+        if pending is not None:
+            # grad may call the function itself with these inputs.
+            pending.value_specs = value_specs
+            pending.spec = spec
         upstream = [KerasTensor(x.shape, x.dtype) for x in leaves]
         grads = _bridge.call_grad(
             _bridge.Grad(reply.grad),
@@ -258,7 +424,7 @@ class _Trace:
         self.compiled = _program.compile_programs(symbolic, leaves, upstream, grads)
         self.nesting = in_spec
         self.spec = spec
-        self.value_specs = [(tuple(x.shape), x.dtype) for x in leaves]
+        self.value_specs = value_specs
         self.input_specs = [(tuple(x.shape), x.dtype) for x in symbolic]
         self.fill_none = r_calls.fill_none
 

@@ -94,6 +94,13 @@ class TraceError(CustomGradError, r_class_base("customgrad_error_trace")):
     template = "The function can't be traced, and tracing is strict: {reason}"
 
 
+class RecursionLimitError(CustomGradError, r_class_base("customgrad_error_recursion")):
+    """Custom-gradient functions nested ``depth`` levels deep (a function
+    that calls itself without end), past ``limit``."""
+
+    template = "Custom-gradient functions were nested {depth} levels deep, past the limit of {limit}: a function that calls itself without end?"
+
+
 class NotScalarError(CustomGradError, r_class_base("customgrad_error_not_scalar")):
     template = "`f` must return a scalar when `upstream` is NULL; it returned tensors of shapes {shapes}."
 

@@ -210,3 +210,65 @@ def test_a_gradient_for_a_static_argument_is_an_error():
         grad_of(lambda x: h(x, Static("opt")), [1.0])
     found = customgrad.find_error(info.value)
     assert found.details == {"input": 2, "problem": "static"}
+
+
+@pytest.mark.parametrize("trace", [True, False])
+def test_gradient_of_another_float_dtype_is_cast_to_the_input_dtype(trace):
+    # JAX without x64 has no float64: float16 there.
+    other = "float16" if BACKEND == "jax" else "float64"
+
+    def forward(x, **hints):
+        def grad(upstream, variables):
+            return [keras.ops.cast(upstream * 2.0, other)]
+
+        return reply(x * 2.0, grad)
+
+    h = customgrad.custom_gradient(forward, trace=trace)
+    x = keras.ops.convert_to_tensor(np.float32([1.0, 2.0]))
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = keras.ops.sum(h(x))
+        g = tape.gradient(y, x)
+    elif BACKEND == "jax":
+        import jax
+
+        g = jax.grad(lambda t: keras.ops.sum(h(t)))(x)
+    else:
+        x = x.detach().requires_grad_(True)
+        keras.ops.sum(h(x)).backward()
+        g = x.grad
+    assert keras.backend.standardize_dtype(g.dtype) == "float32"
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(g), [2.0, 2.0])
+
+
+@pytest.mark.backend("tensorflow")
+def test_variable_gradients_are_cast_or_refused():
+    import tensorflow as tf
+
+    from customgrad.errors import GradientDtypeError
+
+    w = tf.Variable([1.0, 2.0], dtype="float32")
+    for dtype in ("float64", "bool"):
+
+        def forward(x, **hints):
+            def grad(upstream, variables):
+                return [[upstream * w], [tf.cast(upstream * x, dtype)]]
+
+            return reply(x * w, grad)
+
+        h = customgrad.custom_gradient(forward, trace=False)
+        x = tf.constant([3.0, 4.0])
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(h(x))
+        if dtype == "bool":
+            with pytest.raises(Exception) as info:
+                tape.gradient(y, w)
+            assert isinstance(customgrad.find_error(info.value), GradientDtypeError)
+        else:
+            g = tape.gradient(y, w)
+            assert g.dtype == tf.float32
+            np.testing.assert_allclose(g.numpy(), [3.0, 4.0])
