@@ -21,7 +21,7 @@
 #'   default to `keras.config.image_data_format()`.
 #' @returns Extracted patches 4D (if not batched) or 5D (if batched)
 #' @family image ops
-#' @export
+#' @rawNamespace if (!"op_image_extract_patches_3d" %in% getNamespaceExports("keras3")) export(op_image_extract_patches_3d)
 #' @examplesIf customgrad::backend_available()
 #' op_image_extract_patches_3d(array(as.numeric(1:8), c(1, 2, 2, 2, 1)), 2)
 op_image_extract_patches_3d <- function(
@@ -89,7 +89,7 @@ op_image_extract_patches_3d <- function(
 #'   downsampling. Has no effect when upsampling. Defaults to `TRUE`.
 #' @returns The scale and translated images.
 #' @family image ops
-#' @export
+#' @rawNamespace if (!"op_image_scale_and_translate" %in% getNamespaceExports("keras3")) export(op_image_scale_and_translate)
 #' @examplesIf customgrad::backend_available()
 #' img <- array(seq_len(48) / 48, c(1, 4, 4, 3))
 #' op_image_scale_and_translate(
@@ -140,7 +140,7 @@ op_image_scale_and_translate <- function(
 #' horizontal gradients. For `data_format="channels_first"`, the output
 #' shape is `(batch, channels, height, width, 2)`.
 #' @family image ops
-#' @export
+#' @rawNamespace if (!"op_image_sobel_edges" %in% getNamespaceExports("keras3")) export(op_image_sobel_edges)
 #' @examplesIf customgrad::backend_available()
 #' op_image_sobel_edges(array(0.5, c(1, 4, 4, 1)))
 op_image_sobel_edges <- function(images, data_format = NULL) {
@@ -181,7 +181,7 @@ op_image_sobel_edges <- function(images, data_format = NULL) {
 #' with one SSIM value per image pair. For unbatched inputs, returns
 #' a scalar tensor.
 #' @family image ops
-#' @export
+#' @rawNamespace if (!"op_image_ssim" %in% getNamespaceExports("keras3")) export(op_image_ssim)
 #' @examplesIf customgrad::backend_available()
 #' img <- array(seq_len(48) / 48, c(1, 4, 4, 3))
 #' op_image_ssim(img, img, filter_size = 3)

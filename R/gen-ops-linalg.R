@@ -9,7 +9,7 @@
 #'   for the internal computation. Defaults to FALSE.
 #' @returns A tensor of shape `(..., M, M)` representing the inverse of `x`.
 #' @family linalg ops
-#' @export
+#' @rawNamespace if (!"op_cholesky_inverse" %in% getNamespaceExports("keras3")) export(op_cholesky_inverse)
 #' @examplesIf customgrad::backend_available()
 #' sq <- matrix(c(4, 1, 1, 3), 2)
 #' op_cholesky_inverse(t(chol(sq)))
@@ -44,7 +44,7 @@ op_cholesky_inverse <- function(x, upper = FALSE) {
 #' If `has_aux` is TRUE, returns a (`primals_out`, `tangents_out`, `aux`)
 #' tuple where `aux` is the auxiliary data returned by `fun`.
 #' @family linalg ops
-#' @export
+#' @rawNamespace if (!"op_jvp" %in% getNamespaceExports("keras3")) export(op_jvp)
 #' @examplesIf customgrad::backend_available()
 #' op_jvp(
 #'   function(x) x * x,
@@ -67,7 +67,7 @@ op_jvp <- function(fun, primals, tangents, has_aux = FALSE) {
 #' @returns An integer tensor of shape `(...,)` with the rank of each matrix
 #' in the batch.
 #' @family linalg ops
-#' @export
+#' @rawNamespace if (!"op_matrix_rank" %in% getNamespaceExports("keras3")) export(op_matrix_rank)
 #' @examplesIf customgrad::backend_available()
 #' op_matrix_rank(rbind(c(1, 2), c(2, 4)))
 op_matrix_rank <- function(x, tol = NULL) {
@@ -87,7 +87,7 @@ op_matrix_rank <- function(x, tol = NULL) {
 #' @returns A tensor of shape `(..., N, M)` containing the pseudoinverse
 #' of each matrix in `x`.
 #' @family linalg ops
-#' @export
+#' @rawNamespace if (!"op_pinv" %in% getNamespaceExports("keras3")) export(op_pinv)
 #' @examplesIf customgrad::backend_available()
 #' sq <- matrix(c(4, 1, 1, 3), 2)
 #' op_pinv(sq)

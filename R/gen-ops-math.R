@@ -11,7 +11,7 @@
 #' @param y Tensor of shape `(..., n, d)`.
 #' @returns A tensor of shape `(..., m, n)` with the pairwise distances.
 #' @family math ops
-#' @export
+#' @rawNamespace if (!"op_cdist" %in% getNamespaceExports("keras3")) export(op_cdist)
 #' @examplesIf customgrad::backend_available()
 #' op_cdist(rbind(c(0, 0), c(3, 4)), rbind(c(0, 0)))
 op_cdist <- function(x, y) {
@@ -23,7 +23,7 @@ op_cdist <- function(x, y) {
 #' @param x Input tensor.
 #' @returns A tensor with the same dtype as `x`.
 #' @family math ops
-#' @export
+#' @rawNamespace if (!"op_erfc" %in% getNamespaceExports("keras3")) export(op_erfc)
 #' @examplesIf customgrad::backend_available()
 #' s3 <- c(-1.5, 0, 2)
 #' op_erfc(s3)
@@ -44,7 +44,7 @@ op_erfc <- function(x) {
 #' @returns A tensor containing the min of segments, where each element
 #' represents the min of the corresponding segment in `data`.
 #' @family math ops
-#' @export
+#' @rawNamespace if (!"op_segment_min" %in% getNamespaceExports("keras3")) export(op_segment_min)
 #' @examplesIf customgrad::backend_available()
 #' op_segment_min(c(1, 2, 3, 4), c(1, 1, 2, 2), num_segments = 2)
 op_segment_min <- function(
@@ -75,7 +75,7 @@ op_segment_min <- function(
 #' @returns A tensor containing the product of segments, where each element
 #' represents the product of the corresponding segment in `data`.
 #' @family math ops
-#' @export
+#' @rawNamespace if (!"op_segment_prod" %in% getNamespaceExports("keras3")) export(op_segment_prod)
 #' @examplesIf customgrad::backend_available()
 #' op_segment_prod(c(1, 2, 3, 4), c(1, 1, 2, 2), num_segments = 2)
 op_segment_prod <- function(

@@ -21,7 +21,7 @@
 #'   `~/.keras/keras.json`. If never set, defaults to `"channels_last"`.
 #' @returns A tensor of rank 4 representing the adaptive average pooled result.
 #' @family nn ops
-#' @export
+#' @rawNamespace if (!"op_adaptive_average_pool" %in% getNamespaceExports("keras3")) export(op_adaptive_average_pool)
 #' @examplesIf customgrad::backend_available()
 #' seq8 <- array(as.numeric(1:8), c(1, 8, 1))
 #' op_adaptive_average_pool(seq8, 4)
@@ -53,7 +53,7 @@ op_adaptive_average_pool <- function(inputs, output_size, data_format = NULL) {
 #'   `~/.keras/keras.json`. If never set, defaults to `"channels_last"`.
 #' @returns A tensor of rank 4 representing the adaptive max pooled result.
 #' @family nn ops
-#' @export
+#' @rawNamespace if (!"op_adaptive_max_pool" %in% getNamespaceExports("keras3")) export(op_adaptive_max_pool)
 #' @examplesIf customgrad::backend_available()
 #' seq8 <- array(as.numeric(1:8), c(1, 8, 1))
 #' op_adaptive_max_pool(seq8, 4)
@@ -94,7 +94,7 @@ op_adaptive_max_pool <- function(inputs, output_size, data_format = NULL) {
 #' `(N, C // block_size ** 2, H * block_size, W * block_size)` for
 #' `data_format="channels_first"`.
 #' @family nn ops
-#' @export
+#' @rawNamespace if (!"op_depth_to_space" %in% getNamespaceExports("keras3")) export(op_depth_to_space)
 #' @examplesIf customgrad::backend_available()
 #' op_depth_to_space(array(c(1, 2, 3, 4), c(1, 1, 1, 4)), 2)
 op_depth_to_space <- function(x, block_size, data_format = "channels_last") {
@@ -122,7 +122,7 @@ op_depth_to_space <- function(x, block_size, data_format = "channels_last") {
 #'   Default: 1.
 #' @returns A 4-D tensor of shape `(N, C, oH, oW)`.
 #' @family nn ops
-#' @export
+#' @rawNamespace if (!"op_fold" %in% getNamespaceExports("keras3")) export(op_fold)
 #' @examplesIf customgrad::backend_available()
 #' \dontshow{
 #' autograph_files <- function() {
@@ -185,7 +185,7 @@ op_fold <- function(
 #' `(N, C * block_size ** 2, H // block_size, W // block_size)` for
 #' `data_format="channels_first"`.
 #' @family nn ops
-#' @export
+#' @rawNamespace if (!"op_space_to_depth" %in% getNamespaceExports("keras3")) export(op_space_to_depth)
 #' @examplesIf customgrad::backend_available()
 #' op_space_to_depth(array(c(1, 3, 2, 4), c(1, 2, 2, 1)), 2)
 op_space_to_depth <- function(x, block_size, data_format = "channels_last") {
@@ -200,7 +200,7 @@ op_space_to_depth <- function(x, block_size, data_format = "channels_last") {
 #' @param x Input tensor.
 #' @returns A tensor with the same shape as `x`.
 #' @family nn ops
-#' @export
+#' @rawNamespace if (!"op_swish" %in% getNamespaceExports("keras3")) export(op_swish)
 #' @examplesIf customgrad::backend_available()
 #' s3 <- c(-1.5, 0, 2)
 #' op_swish(s3)
@@ -228,7 +228,7 @@ op_swish <- function(x) {
 #' `L = num_patches_H * num_patches_W` is the total number of patches
 #' extracted.
 #' @family nn ops
-#' @export
+#' @rawNamespace if (!"op_unfold" %in% getNamespaceExports("keras3")) export(op_unfold)
 #' @examplesIf customgrad::backend_available()
 #' op_unfold(array(as.numeric(1:16), c(1, 1, 4, 4)), 2, stride = 2)
 op_unfold <- function(

@@ -9,7 +9,7 @@
 #' @param x Input tensor.
 #' @returns An array containing the absolute value of each element in `x`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_absolute" %in% getNamespaceExports("keras3")) export(op_absolute)
 #' @examplesIf customgrad::backend_available()
 #' s3 <- c(-1.5, 0, 2)
 #' op_absolute(s3)
@@ -33,7 +33,7 @@ op_absolute <- function(x) {
 #' @returns TRUE if the two arrays are equal within the given tolerance;
 #' FALSE otherwise.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_allclose" %in% getNamespaceExports("keras3")) export(op_allclose)
 #' @examplesIf customgrad::backend_available()
 #' v3 <- c(0.5, 1, 2)
 #' op_allclose(v3, v3 + 1e-9)
@@ -56,7 +56,7 @@ op_allclose <- function(x1, x2, rtol = 1e-05, atol = 1e-08, equal_nan = FALSE) {
 #' given, the result is an array with the maximum values along
 #' the specified axis.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_amax" %in% getNamespaceExports("keras3")) export(op_amax)
 #' @examplesIf customgrad::backend_available()
 #' m23 <- matrix(c(1, 2, 3, 4, 5, 6), 2)
 #' op_amax(m23, axis = 1)
@@ -79,7 +79,7 @@ op_amax <- function(x, axis = NULL, keepdims = FALSE) {
 #' given, the result is an array with the minimum values along
 #' the specified axis.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_amin" %in% getNamespaceExports("keras3")) export(op_amin)
 #' @examplesIf customgrad::backend_available()
 #' m23 <- matrix(c(1, 2, 3, 4, 5, 6), 2)
 #' op_amin(m23, axis = 2)
@@ -104,7 +104,7 @@ op_amin <- function(x, axis = NULL, keepdims = FALSE) {
 #'   `1` is the first axis and `-1` the last.
 #' @returns A list of sub-tensors.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_array_split" %in% getNamespaceExports("keras3")) export(op_array_split)
 #' @examplesIf customgrad::backend_available()
 #' op_array_split(c(1, 2, 3, 4, 5), 2)
 op_array_split <- function(x, indices_or_sections, axis = 1L) {
@@ -121,7 +121,7 @@ op_array_split <- function(x, indices_or_sections, axis = 1L) {
 #' @param x Input tensor.
 #' @returns The complex conjugate of each element in `x`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_conjugate" %in% getNamespaceExports("keras3")) export(op_conjugate)
 #' @examplesIf customgrad::backend_available()
 #' s3 <- c(-1.5, 0, 2)
 #' op_conjugate(s3)
@@ -138,7 +138,7 @@ op_conjugate <- function(x) {
 #'   of equal sections, or the 1-based positions where new pieces start.
 #' @returns A list of sub-arrays.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_dsplit" %in% getNamespaceExports("keras3")) export(op_dsplit)
 #' @examplesIf customgrad::backend_available()
 #' op_dsplit(array(as.numeric(1:8), c(1, 2, 4)), 2)
 op_dsplit <- function(x, indices_or_sections) {
@@ -154,7 +154,7 @@ op_dsplit <- function(x, indices_or_sections) {
 #' @param xs Sequence of tensors.
 #' @returns The tensor formed by stacking the given tensors.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_dstack" %in% getNamespaceExports("keras3")) export(op_dstack)
 #' @examplesIf customgrad::backend_available()
 #' op_dstack(list(c(1, 2), c(3, 4)))
 op_dstack <- function(xs) {
@@ -168,7 +168,7 @@ op_dstack <- function(xs) {
 #' @returns A tensor with the same shape and dtype as `x`, with arbitrary
 #'   contents.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_empty_like" %in% getNamespaceExports("keras3")) export(op_empty_like)
 #' @examplesIf customgrad::backend_available()
 #' m23 <- matrix(c(1, 2, 3, 4, 5, 6), 2)
 #' op_empty_like(m23)
@@ -185,7 +185,7 @@ op_empty_like <- function(x, dtype = NULL) {
 #' @param x Input tensor.
 #' @returns An array containing the absolute value of each element in `x`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_fabs" %in% getNamespaceExports("keras3")) export(op_fabs)
 #' @examplesIf customgrad::backend_available()
 #' s3 <- c(-1.5, 0, 2)
 #' op_fabs(s3)
@@ -202,7 +202,7 @@ op_fabs <- function(x) {
 #' @param x Input tensor, must be at least 2-D.
 #' @returns Output tensor with columns reversed.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_fliplr" %in% getNamespaceExports("keras3")) export(op_fliplr)
 #' @examplesIf customgrad::backend_available()
 #' m23 <- matrix(c(1, 2, 3, 4, 5, 6), 2)
 #' op_fliplr(m23)
@@ -219,7 +219,7 @@ op_fliplr <- function(x) {
 #' @param x Input tensor, must be at least 1-D.
 #' @returns Output tensor with rows reversed.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_flipud" %in% getNamespaceExports("keras3")) export(op_flipud)
 #' @examplesIf customgrad::backend_available()
 #' m23 <- matrix(c(1, 2, 3, 4, 5, 6), 2)
 #' op_flipud(m23)
@@ -237,7 +237,7 @@ op_flipud <- function(x) {
 #' @param x2 Second input tensor.
 #' @returns Output tensor, element-wise maximum of `x1` and `x2`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_fmax" %in% getNamespaceExports("keras3")) export(op_fmax)
 #' @examplesIf customgrad::backend_available()
 #' op_fmax(c(1, NaN, 3), c(2, 2, NaN))
 op_fmax <- function(x1, x2) {
@@ -254,7 +254,7 @@ op_fmax <- function(x1, x2) {
 #' @param x2 Second input tensor.
 #' @returns Output tensor, element-wise minimum of `x1` and `x2`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_fmin" %in% getNamespaceExports("keras3")) export(op_fmin)
 #' @examplesIf customgrad::backend_available()
 #' op_fmin(c(1, NaN, 3), c(2, 2, NaN))
 op_fmin <- function(x1, x2) {
@@ -272,7 +272,7 @@ op_fmin <- function(x1, x2) {
 #' @param x2 Second tensor, the divisor.
 #' @returns Output tensor, element-wise remainder with truncation.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_fmod" %in% getNamespaceExports("keras3")) export(op_fmod)
 #' @examplesIf customgrad::backend_available()
 #' op_fmod(c(5, -5), 3)
 op_fmod <- function(x1, x2) {
@@ -286,7 +286,7 @@ op_fmod <- function(x1, x2) {
 #' @returns Output tensor, element-wise greatest common divisor of `x1` and
 #'   `x2`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_gcd" %in% getNamespaceExports("keras3")) export(op_gcd)
 #' @examplesIf customgrad::backend_available()
 #' op_gcd(c(12L, 18L), 8L)
 op_gcd <- function(x1, x2) {
@@ -314,7 +314,7 @@ op_gcd <- function(x1, x2) {
 #'   `-1` the last.
 #' @returns A tensor of `num` samples, evenly spaced on a log scale.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_geomspace" %in% getNamespaceExports("keras3")) export(op_geomspace)
 #' @examplesIf customgrad::backend_available()
 #' op_geomspace(1, 100, 3)
 op_geomspace <- function(
@@ -338,7 +338,7 @@ op_geomspace <- function(
 #'   1-based positions where new pieces start.
 #' @returns A list of sub-arrays.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_hsplit" %in% getNamespaceExports("keras3")) export(op_hsplit)
 #' @examplesIf customgrad::backend_available()
 #' m23 <- matrix(c(1, 2, 3, 4, 5, 6), 2)
 #' op_hsplit(m23, 3)
@@ -355,7 +355,7 @@ op_hsplit <- function(x, indices_or_sections) {
 #' @param x2 A tensor, representing the second leg of the right triangle.
 #' @returns A tensor with a shape determined by broadcasting `x1` and `x2`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_hypot" %in% getNamespaceExports("keras3")) export(op_hypot)
 #' @examplesIf customgrad::backend_available()
 #' v3 <- c(0.5, 1, 2)
 #' s3 <- c(-1.5, 0, 2)
@@ -370,7 +370,7 @@ op_hypot <- function(x1, x2) {
 #' @returns Output tensor, element-wise modified Bessel function of the
 #' first kind, order 0 of `x`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_i0" %in% getNamespaceExports("keras3")) export(op_i0)
 #' @examplesIf customgrad::backend_available()
 #' op_i0(c(0, 1))
 op_i0 <- function(x) {
@@ -395,7 +395,7 @@ op_i0 <- function(x) {
 #' @returns A boolean tensor of the same shape as `x1` indicating element-wise
 #' membership in `x2`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_isin" %in% getNamespaceExports("keras3")) export(op_isin)
 #' @examplesIf customgrad::backend_available()
 #' op_isin(c(1, 2, 3), c(2, 5))
 op_isin <- function(x1, x2, assume_unique = FALSE, invert = FALSE) {
@@ -407,7 +407,7 @@ op_isin <- function(x1, x2, assume_unique = FALSE, invert = FALSE) {
 #' @param x Input tensor.
 #' @returns Output boolean tensor.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_isneginf" %in% getNamespaceExports("keras3")) export(op_isneginf)
 #' @examplesIf customgrad::backend_available()
 #' op_isneginf(c(1, -Inf, Inf))
 op_isneginf <- function(x) {
@@ -419,7 +419,7 @@ op_isneginf <- function(x) {
 #' @param x Input tensor.
 #' @returns Output boolean tensor.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_isposinf" %in% getNamespaceExports("keras3")) export(op_isposinf)
 #' @examplesIf customgrad::backend_available()
 #' op_isposinf(c(1, -Inf, Inf))
 op_isposinf <- function(x) {
@@ -431,7 +431,7 @@ op_isposinf <- function(x) {
 #' @param x Input tensor.
 #' @returns Output boolean tensor.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_isreal" %in% getNamespaceExports("keras3")) export(op_isreal)
 #' @examplesIf customgrad::backend_available()
 #' v3 <- c(0.5, 1, 2)
 #' op_isreal(v3)
@@ -449,7 +449,7 @@ op_isreal <- function(x) {
 #' @param x2 Second input tensor.
 #' @returns A tensor representing the Kronecker product of `x1` and `x2`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_kron" %in% getNamespaceExports("keras3")) export(op_kron)
 #' @examplesIf customgrad::backend_available()
 #' sq <- matrix(c(4, 1, 1, 3), 2)
 #' op_kron(diag(2), sq)
@@ -463,7 +463,7 @@ op_kron <- function(x1, x2) {
 #' @param x2 Second input tensor (integer type).
 #' @returns Output tensor, element-wise least common multiple of `x1` and `x2`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_lcm" %in% getNamespaceExports("keras3")) export(op_lcm)
 #' @examplesIf customgrad::backend_available()
 #' op_lcm(c(4L, 6L), 10L)
 op_lcm <- function(x1, x2) {
@@ -479,7 +479,7 @@ op_lcm <- function(x1, x2) {
 #' @param x2 Integer exponent tensor.
 #' @returns Output tensor
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_ldexp" %in% getNamespaceExports("keras3")) export(op_ldexp)
 #' @examplesIf customgrad::backend_available()
 #' op_ldexp(c(1, 3), c(2L, 1L))
 op_ldexp <- function(x1, x2) {
@@ -495,7 +495,7 @@ op_ldexp <- function(x1, x2) {
 #' @returns Output tensor, element-wise log base 2 of the sum of 2**x1 and
 #'   2**x2.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_logaddexp2" %in% getNamespaceExports("keras3")) export(op_logaddexp2)
 #' @examplesIf customgrad::backend_available()
 #' v3 <- c(0.5, 1, 2)
 #' s3 <- c(-1.5, 0, 2)
@@ -517,7 +517,7 @@ op_logaddexp2 <- function(x1, x2) {
 #' @returns Tensor of indices. It has the same shape as `x`, with the dimension
 #' along `axis` removed. NaN values are ignored when computing the maximum.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanargmax" %in% getNamespaceExports("keras3")) export(op_nanargmax)
 #' @examplesIf customgrad::backend_available()
 #' op_nanargmax(c(1, NaN, 3))
 op_nanargmax <- function(
@@ -542,7 +542,7 @@ op_nanargmax <- function(
 #' @returns Tensor of indices. It has the same shape as `x`, with the dimension
 #' along `axis` removed. NaN values are ignored when computing the minimum.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanargmin" %in% getNamespaceExports("keras3")) export(op_nanargmin)
 #' @examplesIf customgrad::backend_available()
 #' op_nanargmin(c(1, NaN, 3))
 op_nanargmin <- function(
@@ -564,7 +564,7 @@ op_nanargmin <- function(
 #' @param dtype dtype of returned tensor. Defaults to x.dtype.
 #' @returns Output tensor.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nancumprod" %in% getNamespaceExports("keras3")) export(op_nancumprod)
 #' @examplesIf customgrad::backend_available()
 #' op_nancumprod(c(1, NaN, 3))
 op_nancumprod <- function(x, axis = NULL, dtype = NULL) {
@@ -581,7 +581,7 @@ op_nancumprod <- function(x, axis = NULL, dtype = NULL) {
 #' @param dtype dtype of returned tensor. Defaults to x.dtype.
 #' @returns Output tensor.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nancumsum" %in% getNamespaceExports("keras3")) export(op_nancumsum)
 #' @examplesIf customgrad::backend_available()
 #' op_nancumsum(c(1, NaN, 3))
 op_nancumsum <- function(x, axis = NULL, dtype = NULL) {
@@ -600,7 +600,7 @@ op_nancumsum <- function(x, axis = NULL, dtype = NULL) {
 #'   all
 #' values along a reduced axis are NaN, the result is NaN.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanmax" %in% getNamespaceExports("keras3")) export(op_nanmax)
 #' @examplesIf customgrad::backend_available()
 #' op_nanmax(c(1, NaN, 3))
 op_nanmax <- function(x, axis = NULL, keepdims = FALSE) {
@@ -618,7 +618,7 @@ op_nanmax <- function(x, axis = NULL, keepdims = FALSE) {
 #' @returns Output tensor containing the mean, with NaN values ignored.
 #' If all values along a reduced axis are NaN, the result is NaN.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanmean" %in% getNamespaceExports("keras3")) export(op_nanmean)
 #' @examplesIf customgrad::backend_available()
 #' op_nanmean(c(1, NaN, 3))
 op_nanmean <- function(x, axis = NULL, keepdims = FALSE) {
@@ -639,7 +639,7 @@ op_nanmean <- function(x, axis = NULL, keepdims = FALSE) {
 #'   size one. Defaults to FALSE.
 #' @returns Tensor with the median values, ignoring NaNs.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanmedian" %in% getNamespaceExports("keras3")) export(op_nanmedian)
 #' @examplesIf customgrad::backend_available()
 #' op_nanmedian(c(1, NaN, 3))
 op_nanmedian <- function(x, axis = NULL, keepdims = FALSE) {
@@ -658,7 +658,7 @@ op_nanmedian <- function(x, axis = NULL, keepdims = FALSE) {
 #'   all
 #' values along a reduced axis are NaN, the result is NaN.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanmin" %in% getNamespaceExports("keras3")) export(op_nanmin)
 #' @examplesIf customgrad::backend_available()
 #' op_nanmin(c(1, NaN, 3))
 op_nanmin <- function(x, axis = NULL, keepdims = FALSE) {
@@ -686,7 +686,7 @@ op_nanmin <- function(x, axis = NULL, keepdims = FALSE) {
 #' @param keepdims If TRUE, reduced axes are kept with size 1.
 #' @returns The percentile(s) ignoring NaNs.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanpercentile" %in% getNamespaceExports("keras3")) export(op_nanpercentile)
 #' @examplesIf customgrad::backend_available()
 #' op_nanpercentile(c(1, NaN, 3), 50)
 op_nanpercentile <- function(
@@ -709,7 +709,7 @@ op_nanpercentile <- function(
 #'   in the result as dimensions with size one.
 #' @returns Output tensor containing the product, with NaN values ignored.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanprod" %in% getNamespaceExports("keras3")) export(op_nanprod)
 #' @examplesIf customgrad::backend_available()
 #' op_nanprod(c(1, NaN, 3))
 op_nanprod <- function(x, axis = NULL, keepdims = FALSE) {
@@ -739,7 +739,7 @@ op_nanprod <- function(x, axis = NULL, keepdims = FALSE) {
 #'   in the result as dimensions with size one.
 #' @returns The quantile(s) ignoring NaNs.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanquantile" %in% getNamespaceExports("keras3")) export(op_nanquantile)
 #' @examplesIf customgrad::backend_available()
 #' op_nanquantile(c(1, NaN, 3), 0.5)
 op_nanquantile <- function(
@@ -762,7 +762,7 @@ op_nanquantile <- function(
 #'   as dimensions with size one. Defaults to `FALSE`.
 #' @returns Output tensor containing the standard deviation ignoring NaNs.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanstd" %in% getNamespaceExports("keras3")) export(op_nanstd)
 #' @examplesIf customgrad::backend_available()
 #' op_nanstd(c(1, NaN, 3))
 op_nanstd <- function(x, axis = NULL, keepdims = FALSE) {
@@ -779,7 +779,7 @@ op_nanstd <- function(x, axis = NULL, keepdims = FALSE) {
 #'   in the result as dimensions with size one.
 #' @returns Output tensor containing the sum, with NaN values ignored.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nansum" %in% getNamespaceExports("keras3")) export(op_nansum)
 #' @examplesIf customgrad::backend_available()
 #' op_nansum(c(1, NaN, 3))
 op_nansum <- function(x, axis = NULL, keepdims = FALSE) {
@@ -796,7 +796,7 @@ op_nansum <- function(x, axis = NULL, keepdims = FALSE) {
 #'   as dimensions with size one. Defaults to `FALSE`.
 #' @returns Output tensor containing the variance ignoring NaNs.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nanvar" %in% getNamespaceExports("keras3")) export(op_nanvar)
 #' @examplesIf customgrad::backend_available()
 #' op_nanvar(c(1, NaN, 3))
 op_nanvar <- function(x, axis = NULL, keepdims = FALSE) {
@@ -813,7 +813,7 @@ op_nanvar <- function(x, axis = NULL, keepdims = FALSE) {
 #' @param x2 Input tensor indicating the direction toward which `x1` is moved.
 #' @returns Output tensor
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_nextafter" %in% getNamespaceExports("keras3")) export(op_nextafter)
 #' @examplesIf customgrad::backend_available()
 #' op_nextafter(1, 2)
 op_nextafter <- function(x1, x2) {
@@ -844,7 +844,7 @@ op_nextafter <- function(x1, x2) {
 #' first axis of the result corresponds to the percentiles. The other axes
 #' are the axes that remain after the reduction of `x`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_percentile" %in% getNamespaceExports("keras3")) export(op_percentile)
 #' @examplesIf customgrad::backend_available()
 #' op_percentile(c(1, 2, 3, 4), 50)
 op_percentile <- function(
@@ -873,7 +873,7 @@ op_percentile <- function(
 #' @returns A tensor containing the peak-to-peak values of `x` over the
 #' given axis or axes.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_ptp" %in% getNamespaceExports("keras3")) export(op_ptp)
 #' @examplesIf customgrad::backend_available()
 #' m23 <- matrix(c(1, 2, 3, 4, 5, 6), 2)
 #' op_ptp(m23, axis = 2)
@@ -889,7 +889,7 @@ op_ptp <- function(x, axis = NULL, keepdims = FALSE) {
 #' @param x Input tensor of angles in radians.
 #' @returns A tensor containing angles converted to degrees.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_rad2deg" %in% getNamespaceExports("keras3")) export(op_rad2deg)
 #' @examplesIf customgrad::backend_available()
 #' op_rad2deg(c(pi, pi / 2))
 op_rad2deg <- function(x) {
@@ -905,7 +905,7 @@ op_rad2deg <- function(x) {
 #' @param x Input tensor.
 #' @returns Output tensor of same shape as `x`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_sinc" %in% getNamespaceExports("keras3")) export(op_sinc)
 #' @examplesIf customgrad::backend_available()
 #' op_sinc(c(0, 0.5))
 op_sinc <- function(x) {
@@ -922,7 +922,7 @@ op_sinc <- function(x) {
 #'   1-based: `1` is the first axis and `-1` the last.
 #' @returns The approximate integral of `y` along the given axis.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_trapezoid" %in% getNamespaceExports("keras3")) export(op_trapezoid)
 #' @examplesIf customgrad::backend_available()
 #' op_trapezoid(c(1, 2, 3))
 op_trapezoid <- function(y, x = NULL, dx = 1.0, axis = -1L) {
@@ -935,7 +935,7 @@ op_trapezoid <- function(y, x = NULL, dx = 1.0, axis = -1L) {
 #' @param x2 Second input tensor.
 #' @returns A tensor.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_true_divide" %in% getNamespaceExports("keras3")) export(op_true_divide)
 #' @examplesIf customgrad::backend_available()
 #' v3 <- c(0.5, 1, 2)
 #' s3 <- c(-1.5, 0, 2)
@@ -951,7 +951,7 @@ op_true_divide <- function(x1, x2) {
 #' @param increasing Order of powers. If TRUE, powers increase left to right.
 #' @returns Output tensor, Vandermonde matrix of shape `(len(x), N)`.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_vander" %in% getNamespaceExports("keras3")) export(op_vander)
 #' @examplesIf customgrad::backend_available()
 #' op_vander(c(1, 2, 3))
 op_vander <- function(x, N = NULL, increasing = FALSE) {
@@ -965,7 +965,7 @@ op_vander <- function(x, N = NULL, increasing = FALSE) {
 #'   int16.
 #' @returns View of a tensor with data type dtype.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_view" %in% getNamespaceExports("keras3")) export(op_view)
 #' @examplesIf customgrad::backend_available()
 #' op_view(op_convert_to_tensor(c(1, 2), "float32"), "int32")
 op_view <- function(x, dtype = NULL) {
@@ -981,7 +981,7 @@ op_view <- function(x, dtype = NULL) {
 #'   of equal sections, or the 1-based positions where new pieces start.
 #' @returns A list of sub-arrays.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_vsplit" %in% getNamespaceExports("keras3")) export(op_vsplit)
 #' @examplesIf customgrad::backend_available()
 #' m23 <- matrix(c(1, 2, 3, 4, 5, 6), 2)
 #' op_vsplit(m23, c(2))

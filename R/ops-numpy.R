@@ -23,7 +23,7 @@
 #'   an R list of the values followed by the positions, inverse positions
 #'   and counts that were asked for.
 #' @family numpy ops
-#' @export
+#' @rawNamespace if (!"op_unique" %in% getNamespaceExports("keras3")) export(op_unique)
 #' @examplesIf customgrad::backend_available()
 #' op_unique(c(3, 1, 3, 2))
 #' op_unique(c(3, 1, 3, 2), return_index = TRUE, return_counts = TRUE)

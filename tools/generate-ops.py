@@ -15,7 +15,10 @@ way round, depending on which package was attached last). keras3's exports
 are read from the installed keras3 package at each run (`Rscript -e
 'getNamespaceExports("keras3")'`); the script stops if R or keras3 can't
 tell them. op_custom_gradient() is customgrad's own (R/custom-gradient.R)
-and is never generated.
+and is never generated. A later keras3 may add one of these names: each
+wrapper is exported only while the installed keras3 does not export its
+name (a condition in NAMESPACE, evaluated when customgrad loads), so
+attaching customgrad never masks keras3's own function.
 
 Writes, for each family (core, math, linalg, nn, numpy, image) that has
 such functions:
@@ -102,6 +105,15 @@ def r_name(path, name):
     if path == "keras.ops.image":
         return IMAGE_NAMES.get(name, "op_image_" + name)
     return "op_" + name
+
+
+def export_if_keras3_lacks(name):
+    """The roxygen line that exports ``name`` only while the keras3 that
+    customgrad loads with does not export it (keras3 adds ops over time)."""
+    return (
+        f"#' @rawNamespace if (!\"{name}\" %in% getNamespaceExports(\"keras3\")) "
+        f"export({name})"
+    )
 
 
 def table_key(path, name):
@@ -473,7 +485,7 @@ def generate_function(path, py_name, fn):
     ret = md(returns) if returns else "A tensor."
     lines.append(roxygen_block("@returns " + ret))
     lines.append(f"#' @family {FAMILY_TITLES[family]}")
-    lines.append("#' @export")
+    lines.append(export_if_keras3_lacks(name))
     lines.append(example_block(spec, name))
     header = f"{name} <- function({', '.join(formals)}) {{"
     if len(header) > 80:

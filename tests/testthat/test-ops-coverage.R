@@ -53,6 +53,45 @@ test_that("customgrad exports no op_*() of keras3 but op_custom_gradient()", {
   expect_identical(setdiff(both, "op_custom_gradient"), character())
 })
 
+test_that("a wrapper steps aside once keras3 exports its name", {
+  # Each op_*() wrapper is exported under a NAMESPACE condition on keras3's
+  # exports (read when customgrad loads): a later keras3 that adds the op
+  # keeps its own, unmasked.
+  skip_if_no_backend()
+  directives <- parse(system.file("NAMESPACE", package = "customgrad"))
+  conditional <- Filter(
+    function(e) identical(e[[1]], as.name("if")),
+    directives
+  )
+  exported_if <- vapply(conditional, function(e) as.character(e[[3]][[2]]), "")
+  wrapped <- vapply(
+    keras_ops_info(),
+    function(op) expected_op_name(op$module, op$name),
+    ""
+  )
+  ours <- setdiff(
+    intersect(customgrad_op_exports(), wrapped),
+    "op_custom_gradient"
+  )
+  expect_gte(length(ours), 70)
+  expect_setequal(intersect(exported_if, ours), ours)
+  for (e in conditional) {
+    name <- as.character(e[[3]][[2]])
+    if (!name %in% ours) {
+      next
+    }
+    # keras3 as installed: exported; a keras3 that has it: not exported.
+    expect_true(eval(e[[2]], baseenv()), label = name)
+    later_keras3 <- list(
+      getNamespaceExports = function(ns) c(getNamespaceExports(ns), name)
+    )
+    expect_false(
+      eval(e[[2]], list2env(later_keras3, parent = baseenv())),
+      label = name
+    )
+  }
+})
+
 test_that("customgrad's wrappers take Python's argument names", {
   skip_if_no_backend()
   ns <- asNamespace("customgrad")
