@@ -94,6 +94,6 @@ call_compiled <- function(state, args, call) {
 
 # Called from Python with the compiled function's arguments.
 compiled_forward <- function(state, ...) {
-  check_recursion()
+  abort_if_stack_low()
   as_input(state$f(...), "The value of `f`")
 }

@@ -442,7 +442,7 @@ custom_gradient_forward <- function(
   tracing = FALSE
 ) {
   release_grads(released)
-  check_recursion()
+  abort_if_stack_low()
   f <- state$f
   inputs <- passed_inputs(restore_statics(list(...), state$statics), state)
   # grad gets the inputs by position, whatever it names them.
@@ -532,7 +532,7 @@ release_grads <- function(released) {
 }
 
 run_grad <- function(handle, upstream, variables = NULL) {
-  check_recursion()
+  abort_if_stack_low()
   fn <- get(as.character(handle), envir = the$grads, inherits = FALSE)
   fn(upstream, variables)
 }

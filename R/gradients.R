@@ -177,7 +177,7 @@ call_grad_transform <- function(state, args, call) {
 
 # Called from Python with the arguments to differentiate.
 grad_transform_forward <- function(state, ...) {
-  check_recursion()
+  abort_if_stack_low()
   inputs <- list(...)
   frame <- state$frame
   args <- frame$args

@@ -30,7 +30,7 @@ run_traced <- function(expr) {
 # still half free, so that the error unwinds through every level in order;
 # Python also stops past a number of levels (_trace.MAX_DEPTH), for a stack
 # of unknown size.
-check_recursion <- function() {
+abort_if_stack_low <- function() {
   info <- Cstack_info()
   size <- info[["size"]]
   if (is.na(size) || info[["current"]] < size * stack_share) {
@@ -51,7 +51,7 @@ check_recursion <- function() {
   )
 }
 
-# The share of R's C stack past which check_recursion() stops.
+# The share of R's C stack past which abort_if_stack_low() stops.
 stack_share <- 0.5
 
 # While tracing, an error that means "this can't be traced" (a value read,
