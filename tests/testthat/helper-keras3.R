@@ -230,6 +230,44 @@ python_warnings_during <- function(expr) {
   )
 }
 
+# --- Printing ------------------------------------------------------------------
+
+# Expect the printed line labelled `label` ("[1,]") to hold `values`, in
+# order, with `...` between its halves.
+expect_corner_row <- function(lines, label, values) {
+  line <- lines[startsWith(lines, label)]
+  testthat::expect_length(line, 1)
+  fields <- strsplit(trimws(line), " +")[[1]]
+  testthat::expect_identical(fields[[1]], label)
+  shown <- fields[-1]
+  testthat::expect_identical(shown[[length(shown) / 2 + 0.5]], "...")
+  testthat::expect_equal(as.numeric(shown[shown != "..."]), values)
+}
+
+# What print() of a matrix tensor shows when it shows rows `rows` and
+# columns `cols` (1-based) of it: built in R from the whole matrix.
+print_lines_of_corners <- function(x, rows, cols) {
+  values <- as.array(x)[rows, cols]
+  text <- format(values)
+  dim(text) <- dim(values)
+  half_r <- length(rows) / 2
+  half_c <- length(cols) / 2
+  text <- cbind(text[, 1:half_c], "...", text[, -(1:half_c)])
+  text <- rbind(text[1:half_r, ], "...", text[-(1:half_r), ])
+  dimnames(text) <- list(
+    c(
+      sprintf("[%d,]", rows[1:half_r]),
+      "",
+      sprintf("[%d,]", rows[-(1:half_r)])
+    ),
+    c(sprintf("[,%d]", cols[1:half_c]), "", sprintf("[,%d]", cols[-(1:half_c)]))
+  )
+  c(
+    capture.output(print(x))[[1]],
+    capture.output(print(text, quote = FALSE, right = TRUE))
+  )
+}
+
 # --- keras3's model API --------------------------------------------------------
 
 # Dense "below" -> a Lambda layer around `middle` -> dense "above".
@@ -260,7 +298,9 @@ keras3_mixing_variables <- function(attach_customgrad) {
       keras3::set_random_seed(1)
       nonneg <- function(w) w * op_cast(w >= 0, config_floatx())
       constraint_nonneg <- Constraint("NonNeg", public = list(call = nonneg))
-      positive_l2 <- function(w) 0.01 * op_sum(w * w * op_cast(w > 0, "float32"))
+      positive_l2 <- function(w) {
+        0.01 * op_sum(w * w * op_cast(w > 0, "float32"))
+      }
       layer_scale <- Layer(
         "Scale",
         build = function(input_shape) {
