@@ -84,8 +84,9 @@
 #'   default customgrad silences them, whoever imports TensorFlow. Set it
 #'   before Python starts. TensorFlow's later messages are not affected.
 #' * `customgrad.print_max`: the most elements a JAX or PyTorch tensor
-#'   prints (default 200); the rest are counted. TensorFlow tensors print
-#'   as the tensorflow package prints them.
+#'   prints in full (default 200), when they fit in 20 lines; larger
+#'   tensors print their corners. TensorFlow tensors print as the
+#'   tensorflow package prints them.
 #'
 #' @keywords internal
 "_PACKAGE"

@@ -57,6 +57,12 @@ register_tensor_methods <- function() {
       register_if_missing(generic, class, methods[[generic]])
     }
   }
+  # Keras variables: the same method objects as tensors, so that a variable
+  # and a tensor find identical methods (see keras_variable_classes).
+  for (class in keras_variable_classes) {
+    register_if_missing("Ops", class, methods$Ops)
+    register_if_missing("Math", class, methods$Math)
+  }
   # Keras symbolic tensors, which f and grad get while traced (trace.R).
   kt_methods <- keras_tensor_methods()
   for (generic in names(kt_methods)) {

@@ -6,14 +6,19 @@
 # Run `fun(...)` in a new R process on the same library paths and the same
 # Keras backend as this one, and return its value. `fun` must be
 # self-contained: callr runs it with the child's global environment.
-run_in_fresh_r <- function(fun, args = list(), backend = config_backend()) {
-  callr::r(
-    fun,
-    args = args,
-    libpath = .libPaths(),
-    env = c(callr::rcmd_safe_env(), KERAS_BACKEND = backend),
-    show = FALSE
-  )
+# `same_python = TRUE` gives the child this session's Python, for a child
+# that runs keras3 without customgrad (which otherwise chooses it).
+run_in_fresh_r <- function(
+  fun,
+  args = list(),
+  backend = config_backend(),
+  same_python = FALSE
+) {
+  env <- c(callr::rcmd_safe_env(), KERAS_BACKEND = backend)
+  if (same_python) {
+    env <- c(env, RETICULATE_PYTHON = reticulate::py_exe())
+  }
+  callr::r(fun, args = args, libpath = .libPaths(), env = env, show = FALSE)
 }
 
 # Run in a fresh R process, as a user would: attach `packages` in that order,
@@ -225,6 +230,44 @@ python_warnings_during <- function(expr) {
   )
 }
 
+# --- Printing ------------------------------------------------------------------
+
+# Expect the printed line labelled `label` ("[1,]") to hold `values`, in
+# order, with `...` between its halves.
+expect_corner_row <- function(lines, label, values) {
+  line <- lines[startsWith(lines, label)]
+  testthat::expect_length(line, 1)
+  fields <- strsplit(trimws(line), " +")[[1]]
+  testthat::expect_identical(fields[[1]], label)
+  shown <- fields[-1]
+  testthat::expect_identical(shown[[length(shown) / 2 + 0.5]], "...")
+  testthat::expect_equal(as.numeric(shown[shown != "..."]), values)
+}
+
+# What print() of a matrix tensor shows when it shows rows `rows` and
+# columns `cols` (1-based) of it: built in R from the whole matrix.
+print_lines_of_corners <- function(x, rows, cols) {
+  values <- as.array(x)[rows, cols]
+  text <- format(values)
+  dim(text) <- dim(values)
+  half_r <- length(rows) / 2
+  half_c <- length(cols) / 2
+  text <- cbind(text[, 1:half_c], "...", text[, -(1:half_c)])
+  text <- rbind(text[1:half_r, ], "...", text[-(1:half_r), ])
+  dimnames(text) <- list(
+    c(
+      sprintf("[%d,]", rows[1:half_r]),
+      "",
+      sprintf("[%d,]", rows[-(1:half_r)])
+    ),
+    c(sprintf("[,%d]", cols[1:half_c]), "", sprintf("[,%d]", cols[-(1:half_c)]))
+  )
+  c(
+    capture.output(print(x))[[1]],
+    capture.output(print(text, quote = FALSE, right = TRUE))
+  )
+}
+
 # --- keras3's model API --------------------------------------------------------
 
 # Dense "below" -> a Lambda layer around `middle` -> dense "above".
@@ -233,4 +276,98 @@ dense_lambda_dense <- function(middle, units) {
     layer_dense(units, name = "below") |>
     layer_lambda(middle) |>
     layer_dense(1, name = "above")
+}
+
+# --- keras3 code mixing variables and tensors ----------------------------------
+
+# Run in a fresh R process: attach keras3, and customgrad if asked, then
+# run keras3 code in which Keras variables meet tensors and tracers: a
+# constraint and a regularizer computing with the weight (keras3's "R
+# custom constraints" test), a custom layer multiplying its weight by its
+# input, eager arithmetic and comparison, and a symbolic input times a
+# variable. Returns the values, and the warnings seen ("Incompatible
+# methods" on R < 4.3 when the operands find different methods).
+keras3_mixing_variables <- function(attach_customgrad) {
+  library(keras3)
+  if (attach_customgrad) {
+    library(customgrad)
+  }
+  warned <- character()
+  withCallingHandlers(
+    {
+      keras3::set_random_seed(1)
+      nonneg <- function(w) w * op_cast(w >= 0, config_floatx())
+      constraint_nonneg <- Constraint("NonNeg", public = list(call = nonneg))
+      positive_l2 <- function(w) {
+        0.01 * op_sum(w * w * op_cast(w > 0, "float32"))
+      }
+      layer_scale <- Layer(
+        "Scale",
+        build = function(input_shape) {
+          self$s <- self$add_weight(
+            shape = shape(input_shape[[2]]),
+            initializer = "ones"
+          )
+        },
+        call = function(x) self$s * x
+      )
+      model <- keras_model_sequential(input_shape = 4) |>
+        layer_dense(
+          3,
+          kernel_constraint = constraint_nonneg(),
+          bias_constraint = nonneg,
+          kernel_regularizer = positive_l2
+        ) |>
+        layer_scale() |>
+        layer_dense(1)
+      model |> compile(optimizer = optimizer_sgd(0.05), loss = "mse")
+      x <- matrix(seq(0, 1, length.out = 32 * 4), 32, 4)
+      y <- x %*% c(1, -1, 2, 0.5) - 0.5
+      history <- model |>
+        fit(x, y, epochs = 2, batch_size = 8, shuffle = FALSE, verbose = 0)
+
+      v <- keras$Variable(c(-1, 2, -3), dtype = "float32")
+      t <- op_convert_to_tensor(c(2, 2, 2), dtype = "float32")
+      input <- keras_input(shape = 3)
+      eager <- list(
+        v * t,
+        t - v,
+        v + 1,
+        2 / v,
+        v > t,
+        t == v,
+        -v,
+        v * v
+      )
+      list(
+        loss = history$metrics$loss,
+        weights = lapply(model$get_weights(), as.array),
+        prediction = as.array(predict(model, x[1:2, ], verbose = 0)),
+        eager = lapply(eager, function(e) as.vector(as.array(e))),
+        # (On TensorFlow, a symbolic tensor finds reticulate's `*` and a
+        # variable tensorflow R's, with keras3 alone too: not compared.)
+        symbolic_shape = if (config_backend() != "tensorflow") {
+          unlist(reticulate::py_to_r((input * v)$shape))
+        }
+      )
+    },
+    warning = function(cnd) {
+      warned <<- c(warned, conditionMessage(cnd))
+      invokeRestart("muffleWarning")
+    }
+  ) -> result
+  result$warnings <- warned
+  result
+}
+
+# The S3 method `x` finds for `generic` (a group such as "Ops", or an
+# operator), as R's dispatch finds it: the first of its classes with one.
+s3_method_of <- function(generic, x) {
+  for (class in class(x)) {
+    method <- utils::getS3method(generic, class, optional = TRUE)
+    if (!is.null(method)) {
+      return(method)
+    }
+  }
+  NULL
 }

@@ -33,6 +33,68 @@ test_that("library(customgrad) alone attaches keras3 under it", {
   expect_fresh_session_ok(result)
 })
 
+# --- Keras variables next to tensors ------------------------------------------
+
+test_that("keras3 code mixing variables and tensors gives the same with customgrad", {
+  skip_if_no_callr()
+  skip_if_no_backend()
+  alone <- run_in_fresh_r(
+    keras3_mixing_variables,
+    list(attach_customgrad = FALSE),
+    same_python = TRUE
+  )
+  attached <- run_in_fresh_r(
+    keras3_mixing_variables,
+    list(attach_customgrad = TRUE),
+    same_python = TRUE
+  )
+  # No "Incompatible methods" on R < 4.3, with customgrad or without.
+  expect_identical(alone$warnings, character())
+  expect_identical(attached$warnings, character())
+  expect_equal(attached, alone)
+  # Real values: the constraint keeps the dense layer's weights >= 0, and
+  # the eager operations give R's results.
+  expect_true(all(attached$weights[[1]] >= 0))
+  expect_true(all(attached$weights[[2]] >= 0))
+  expect_true(all(is.finite(attached$loss)))
+  v <- c(-1, 2, -3)
+  t <- c(2, 2, 2)
+  expect_equal(
+    attached$eager,
+    list(v * t, t - v, v + 1, 2 / v, v > t, t == v, -v, v * v),
+    tolerance = 1e-6
+  )
+  if (config_backend() != "tensorflow") {
+    expect_identical(attached$symbolic_shape, 3L)
+  }
+})
+
+test_that("a Keras variable and a tensor find one and the same method", {
+  skip_if_no_backend()
+  v <- keras$Variable(c(-1, 2, -3), dtype = "float32")
+  x <- op_convert_to_tensor(c(2, 2, 2), dtype = "float32")
+  if (config_backend() != "tensorflow") {
+    for (generic in c("Ops", "Math")) {
+      expect_identical(
+        s3_method_of(generic, v),
+        s3_method_of(generic, x),
+        label = sprintf("%s of a variable", generic)
+      )
+    }
+  }
+  expect_no_warning(product <- v * x)
+  expect_equal(as.vector(as.array(product)), c(-2, 4, -6))
+  expect_equal(as.vector(as.array(abs(v))), c(1, 2, 3))
+  expect_equal(as.vector(as.array(exp(v))), exp(c(-1, 2, -3)), tolerance = 1e-6)
+  # Inside a traced function (jax.jit, tf.function, torch eager), the
+  # variable meets a tracer.
+  f <- function(t) v * t + v
+  if (config_backend() == "jax") {
+    f <- reticulate::import("jax")$jit(f)
+  }
+  expect_equal(as.vector(as.array(f(x))), c(-3, 6, -9))
+})
+
 # --- keras3's model API --------------------------------------------------------
 
 test_that("a sequential model with a custom-gradient Lambda layer trains", {

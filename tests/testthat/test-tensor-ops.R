@@ -170,11 +170,8 @@ test_that("str() and format() describe a tensor in one line", {
   }
 })
 
-test_that("a large tensor prints its leading slices and counts the rest", {
+test_that("a large tensor prints its corners in at most 20 lines", {
   skip_if_no_backend()
-  x <- op_convert_to_tensor(array(as.numeric(1:1000), c(100, 10)))
-  withr::local_options(customgrad.print_max = 200)
-  out <- capture.output(print(x))
   if (config_backend() == "tensorflow") {
     # tensorflow R's print method stays: NumPy's, truncating past 1000
     # elements.
@@ -185,20 +182,77 @@ test_that("a large tensor prints its leading slices and counts the rest", {
     expect_lt(length(out), 20)
     return(invisible())
   }
-  expect_match(out[[1]], "shape(100, 10)", fixed = TRUE)
-  # 20 rows of 10 shown (the first column starts 1, 2, ...), 80 counted
-  expect_match(out, "^ ?\\[20,\\] +20 ", all = FALSE)
-  expect_false(any(grepl("^ ?\\[21,\\]", out)))
-  expect_identical(
-    out[[length(out)]],
-    "[ 80 more slices along the first axis not shown; options(customgrad.print_max = ) shows more ]"
+  withr::local_options(width = 80)
+  header <- function(shape, dtype = "float32") {
+    sprintf("<%s tensor shape(%s), dtype=%s>", config_backend(), shape, dtype)
+  }
+
+  # 1000 x 1000, element [i, j] = 1000 * (i - 1) + j: the corners.
+  x <- op_reshape(op_arange(1, 1e6, dtype = "float32"), c(1000, 1000))
+  out <- capture.output(printed <- print(x))
+  expect_identical(printed, x)
+  expect_lte(length(out), 20)
+  expect_lte(max(nchar(out)), 80)
+  expect_identical(out[[1]], header("1000, 1000"))
+  expect_corner_row(out, "[1,]", c(1, 2, 3, 998, 999, 1000))
+  expect_corner_row(
+    out,
+    "[1000,]",
+    c(999001, 999002, 999003, 999998, 999999, 1e6)
   )
-  v <- op_convert_to_tensor(as.numeric(1:500))
+  expect_match(out[[2]], "[,1000]", fixed = TRUE)
+  expect_false(any(grepl("[500,]", out, fixed = TRUE)))
+  expect_identical(
+    out,
+    print_lines_of_corners(x, rows = c(1:5, 996:1000), cols = c(1:3, 998:1000))
+  )
+
+  # 3-d: the first and the last matrix, the others counted.
+  a <- op_reshape(op_arange(1, 60000, dtype = "float32"), c(50, 40, 30))
+  out <- capture.output(print(a))
+  expect_lte(length(out), 20)
+  expect_identical(out[[1]], header("50, 40, 30"))
+  expect_identical(out[[2]], ", , 1")
+  expect_identical(
+    out[grepl("^, ,", out)],
+    c(", , 1", ", , ... (28 more matrices)", ", , 30")
+  )
+  # row-major: a[i, j, k] = 1200 * (i - 1) + 30 * (j - 1) + k
+  value <- function(i, j, k) 1200 * (i - 1) + 30 * (j - 1) + k
+  expect_corner_row(out[1:9], "[1,]", value(1, c(1:3, 38:40), 1))
+  expect_corner_row(out[10:16], "[50,]", value(50, c(1:3, 38:40), 30))
+
+  # A long vector: its first and last elements in one line.
+  v <- op_arange(1, 10000, dtype = "float32")
   out <- capture.output(print(v))
-  expect_match(out[[length(out)]], "^\\[ 300 more elements not shown")
-  expect_match(out[[2]], "^ *\\[1\\] +1 +2 +3")
-  small <- capture.output(print(op_convert_to_tensor(c(1, 2))))
-  expect_length(small, 2)
+  expect_identical(out[[1]], header("10000"))
+  expect_length(out, 2)
+  expect_match(
+    out[[2]],
+    "^\\[1\\] +1 +2 +3 +4 +5 \\.\\.\\. \\[9996\\] +9996 +9997 +9998 +9999 +10000$"
+  )
+
+  # Small tensors print in full, as R prints the array.
+  m <- matrix(as.numeric(1:12), 3)
+  out <- capture.output(print(op_convert_to_tensor(m, dtype = "float32")))
+  expect_identical(out[-1], capture.output(print(m)))
+  a <- array(as.numeric(1:24), c(2, 3, 4))
+  out <- capture.output(print(op_convert_to_tensor(a, dtype = "float32")))
+  expected <- capture.output(print(a))
+  expect_identical(out[-1], expected[nzchar(expected)])
+  expect_lte(length(out), 20)
+  s <- capture.output(print(op_convert_to_tensor(2.5)))
+  expect_identical(s[[2]], "[1] 2.5")
+  expect_length(s, 2)
+
+  # Tall, wide, and booleans.
+  out <- capture.output(print(op_ones(c(5000, 2)) > 0))
+  expect_lte(length(out), 20)
+  expect_match(out[[1]], "dtype=bool", fixed = TRUE)
+  expect_match(out[[length(out)]], "^\\[5000,\\] +TRUE +TRUE$")
+  out <- capture.output(print(op_ones(c(2, 5000)) / 3))
+  expect_length(out, 4)
+  expect_lte(max(nchar(out)), 80)
 })
 
 test_that("summary() of a tensor is its header and R's summary of the values", {
