@@ -95,5 +95,7 @@ call_compiled <- function(state, args, call) {
 # Called from Python with the compiled function's arguments.
 compiled_forward <- function(state, ...) {
   abort_if_stack_low()
-  as_input(state$f(...), "The value of `f`")
+  # Called by the caller's name for it, so that an error in it says `f()`
+  # or that name, not customgrad's internals.
+  as_input(call_wrapped(state, list(...)), "The value of `f`")
 }
