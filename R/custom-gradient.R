@@ -128,8 +128,9 @@
 #' a second is stopped at once, as usual.
 #'
 #' To keep R out of a training loop, make it a layer with
-#' [layer_custom_gradient()], or hand the function itself to Keras:
-#' `layer_lambda(log1pexp)` runs without R once traced, while
+#' [layer_custom_gradient()], which also saves and reloads with the model.
+#' `layer_lambda(log1pexp)` runs without R once traced too, but Keras can't
+#' reload a `Lambda` layer holding an R function, and
 #' `layer_lambda(\(x) log1pexp(x))` calls the R closure at every step on
 #' PyTorch (on TensorFlow and JAX, `fit()` traces it once either way).
 #'
