@@ -63,6 +63,13 @@
 #' # Round forward, identity backward: a rounding that still trains.
 #' op_grad(\(x) op_sum(op_straight_through(x, "round")))(c(0.2, 1.7))
 #'
+#' # Scaled, clipped by value, clipped by norm: only the gradient changes.
+#' x <- c(3, -4)
+#' op_grad(\(x) op_sum(op_gradient_scale(x, 0.1) * 10))(x) # 1, 1
+#' op_grad(\(x) op_sum(op_gradient_clip_value(x, -1, 1) * 5))(x) # 1, 1
+#' # upstream c(3, -4) (norm 5) clipped to norm 1: 0.6, -0.8
+#' op_grad(\(x) op_sum(op_gradient_clip_norm(x, 1) * c(3, -4)))(x)
+#'
 #' # No overflow at x = 100, and the gradient is 1.
 #' op_log1pexp(100)
 #' op_grad(op_log1pexp)(100)
