@@ -200,7 +200,7 @@ collect_garbage <- function(full = FALSE) {
   if (isTRUE(the$py_ready)) {
     release_grads(import_submodule("_bridge")$take_released())
   }
-  gc(full = full, verbose = FALSE)
+  gc(full = full, verbose = gcinfo(NA)) # reported when gcinfo(TRUE) is on
   invisible(NULL)
 }
 

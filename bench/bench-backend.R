@@ -403,3 +403,95 @@ utils::write.csv(
   file.path(out_dir, paste0(backend, "-memory.csv")),
   row.names = FALSE
 )
+
+# --- eager loops, each in its own process: R's collections and peak memory --
+# A 2,000-step loop at n = 1e6 (after 20 steps of warm-up): R's collections
+# by level and the time R spent collecting, against the step time of the
+# same loop in Python. 50 steps at n = 1e7 from a small start: the peak
+# resident memory above that start, against Python's loop. Each loop runs in
+# a fresh process (bench/loop.R, reference.py); Python, the backend's own
+# gradient ("native") and op_grad() alternate, repeated.
+python_exe <- reticulate::py_exe()
+child_env <- paste0("KERAS_BACKEND=", backend)
+last_numbers <- function(out) {
+  as.numeric(strsplit(trimws(utils::tail(out, 1)), " +")[[1]])
+}
+r_loop <- function(n, steps, route, warmup) {
+  out <- system2(
+    "Rscript",
+    c("bench/loop.R", n, steps, route, warmup),
+    stdout = TRUE,
+    stderr = FALSE,
+    env = child_env
+  )
+  v <- last_numbers(out)
+  data.frame(
+    peak_mb = v[[1]],
+    s_per_step = v[[2]],
+    level0 = v[[3]],
+    level1 = v[[4]],
+    level2 = v[[5]],
+    gc_s = v[[6]],
+    asked = v[[7]],
+    asked_full = v[[8]]
+  )
+}
+python_loop <- function(n, steps) {
+  out <- system2(
+    python_exe,
+    c("bench/reference.py", n, steps),
+    stdout = TRUE,
+    stderr = FALSE,
+    env = child_env
+  )
+  v <- last_numbers(out)
+  data.frame(
+    peak_mb = v[[1]],
+    s_per_step = v[[2]],
+    level0 = NA,
+    level1 = NA,
+    level2 = NA,
+    gc_s = NA,
+    asked = NA,
+    asked_full = NA
+  )
+}
+loop_configs <- list(
+  list(kind = "loop", n = 1e6, steps = 2000L, warmup = 20L, reps = 1L),
+  list(kind = "peak", n = 1e7, steps = 50L, warmup = 0L, reps = 3L)
+)
+loop_rows <- list()
+for (config in loop_configs) {
+  for (rep in seq_len(config$reps)) {
+    for (route in c("python", "native", "op_grad")) {
+      row <- if (route == "python") {
+        python_loop(config$n, config$steps)
+      } else {
+        r_loop(config$n, config$steps, route, config$warmup)
+      }
+      loop_rows[[length(loop_rows) + 1]] <- data.frame(
+        backend = backend,
+        kind = config$kind,
+        n = config$n,
+        steps = config$steps,
+        route = route,
+        rep = rep,
+        row
+      )
+      cat(sprintf(
+        "%s %s n=%g %s: peak %.0f MB, %.2f ms/step\n",
+        backend,
+        config$kind,
+        config$n,
+        route,
+        row$peak_mb,
+        1000 * row$s_per_step
+      ))
+    }
+  }
+}
+utils::write.csv(
+  do.call(rbind, loop_rows),
+  file.path(out_dir, paste0(backend, "-loops.csv")),
+  row.names = FALSE
+)

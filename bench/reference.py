@@ -182,3 +182,37 @@ def fit_epoch(model, x, y):
     history = model.fit(x, y, epochs=1, batch_size=FIT_BATCH, shuffle=False, verbose=0)
     elapsed = time.perf_counter() - t0
     return [elapsed * 1e6 / steps, float(history.history["loss"][-1])]
+
+
+# --- peak memory of an eager loop (bench/peak.R's twin) ---------------------
+
+
+def _status_mb(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def eager_loop_peak(n, steps):
+    """The peak resident memory of ``steps`` eager steps of log1pexp on n
+    elements above the resident set after three steps on 4 elements, in
+    MB, and the seconds per step: what bench/peak.R measures for R."""
+    small = make_input(4)
+    for _ in range(3):
+        python_eager(small)
+    base = _status_mb("VmRSS")
+    x = make_input(n)
+    t0 = time.perf_counter()
+    for _ in range(int(steps)):
+        _sync(python_eager(x))
+    seconds = (time.perf_counter() - t0) / int(steps)
+    return _status_mb("VmHWM") - base, seconds
+
+
+if __name__ == "__main__":
+    import sys
+
+    peak, seconds = eager_loop_peak(float(sys.argv[1]), int(sys.argv[2]))
+    print(f"{peak:.1f} {seconds:.4f}")

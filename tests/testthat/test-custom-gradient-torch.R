@@ -78,3 +78,28 @@ test_that("f's values saved for backward serve a retained graph twice", {
   y2$backward()
   expect_error(y2$backward(), "second time")
 })
+
+test_that("op_grad() results carry no autograd graph unless an outer differentiation needs one", {
+  skip_unless_backend("torch")
+  torch <- reticulate::import("torch", convert = FALSE)
+  holds_graph <- reticulate::py_eval(
+    "lambda t: t.requires_grad or t.grad_fn is not None"
+  )
+  h <- new_log1pexp()
+  g <- op_grad(\(v) op_sum(h(v)))
+  # A plain input: R may hold the gradient until its collector runs, and
+  # it must not keep the step's graph (and its saved tensors) alive.
+  grad <- g(op_convert_to_tensor(c(0, 1), "float32"))
+  expect_tensor(grad, plogis(c(0, 1)), tolerance = 1e-6)
+  expect_false(holds_graph(grad))
+  # An input with history: the gradient is differentiable again.
+  x <- torch$tensor(c(0, 1), requires_grad = TRUE)
+  grad <- g(x)
+  expect_true(holds_graph(grad))
+  grad$sum()$backward()
+  s <- plogis(c(0, 1))
+  expect_values(as.array(x$grad), s * (1 - s), tolerance = 1e-6)
+  # Inside another op_grad(), differentiated through what f closes over.
+  dx <- op_grad(function(x, y) x^2 * y^3)
+  expect_tensor(op_grad(dx, wrt = 2)(2, 3), 6 * 2 * 3^2, tolerance = 1e-6)
+})

@@ -101,11 +101,21 @@ def vjp(flat_fn, xs, make_upstream):
     """Values of ``flat_fn(*xs)`` and the gradients of
     ``sum(upstream * values)``, ``upstream = make_upstream(values)``, with
     ``torch.autograd.grad`` on fresh leaves (or views of inputs that carry
-    history); with grad mode on, differentiable again."""
-    create_graph = torch.is_grad_enabled()
+    history); differentiable again, with grad mode on, when an input
+    carries history or the call is inside another's ``flat_fn`` (an outer
+    differentiation follows, maybe with respect to what ``flat_fn``
+    closes over).  Otherwise the results hold no graph: R may keep them
+    until its collector runs."""
+    create_graph = torch.is_grad_enabled() and (
+        _vjp_depth[0] > 0 or any(x.requires_grad for x in xs)
+    )
     with torch.enable_grad():
         xs = [_input(x, create_graph) for x in xs]
-        values = flat_fn(*xs)
+        _vjp_depth[0] += 1
+        try:
+            values = flat_fn(*xs)
+        finally:
+            _vjp_depth[0] -= 1
     upstream = make_upstream(values)
     pairs = [(v, u) for v, u in zip(values, upstream) if v.requires_grad]
     if pairs:
@@ -123,6 +133,10 @@ def vjp(flat_fn, xs, make_upstream):
         values = [v.detach() for v in values]
         grads = [g.detach() for g in grads]
     return values, grads
+
+
+# vjp() calls in progress (a gradient of a gradient).
+_vjp_depth = [0]
 
 
 def _input(x, keep_history):
