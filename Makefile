@@ -12,7 +12,7 @@ PKG_SOURCES := DESCRIPTION NAMESPACE $(wildcard R/*.R) \
 #  - none yet.
 ALLOWED_NOTES :=
 
-.PHONY: setup demo test check bench soak clean
+.PHONY: setup demo test check bench soak pythons clean
 
 setup: $(SETUP)/docs.stamp
 
@@ -27,7 +27,7 @@ $(SETUP)/package.stamp: $(SETUP)/system.stamp $(PKG_SOURCES)
 
 # install_customgrad() is itself idempotent; the stamp only saves starting R.
 $(SETUP)/python.stamp: $(SETUP)/package.stamp inst/python/requirements.txt
-	Rscript -e 'customgrad::install_customgrad(extra_packages = "pytest")'
+	Rscript -e 'customgrad::install_customgrad(python = "/usr/bin/python3.11", extra_packages = "pytest")'
 	@touch $@
 
 # The package again, from a tarball with its vignettes built (they run
@@ -55,6 +55,19 @@ bench: setup
 # bounded (tools/soak.R); minutes per backend, so not part of `make test`.
 soak: setup
 	Rscript tools/soak.R $(BACKENDS)
+
+# uv from PyPI, for the provisioned Python that `make pythons` checks.
+UV_VERSION := 0.13.9
+$(SETUP)/uv/bin/uv: $(SETUP)/system.stamp
+	rm -rf $(SETUP)/uv
+	/usr/bin/python3.11 -m venv $(SETUP)/uv
+	$(SETUP)/uv/bin/pip install --quiet uv==$(UV_VERSION)
+
+# The README's quick start in a fresh R process with every Python keras3
+# would use (tools/pythons.R); downloads what the provisioned and r-keras
+# environments need once (uv's cache is kept in .setup/uv-cache).
+pythons: setup $(SETUP)/uv/bin/uv
+	Rscript tools/pythons.R $(SETUP)/uv/bin/uv
 
 clean:
 	rm -rf $(SETUP) check customgrad_*.tar.gz

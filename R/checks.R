@@ -361,9 +361,9 @@ check_python_version <- function(
     warning = function(cnd) character()
   )
   version <- numeric_version(version[1], strict = FALSE)
-  if (is.na(version) || version < "3.9") {
+  if (is.na(version) || version < "3.10") {
     abort_customgrad(
-      "{.file {x}} must be Python 3.9 or newer; it is {if (is.na(version)) 'not a working Python' else as.character(version)}.",
+      "{.file {x}} must be Python 3.10 or newer; it is {if (is.na(version)) 'not a working Python' else as.character(version)}.",
       class = "python_version",
       call = call
     )

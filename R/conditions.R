@@ -57,7 +57,7 @@ error_classes <- c(
   backend_started = "Keras already runs with another backend than the one chosen.",
   backend_unsupported = "Keras runs with a backend customgrad does not support.",
   backend_missing = "The Python in use lacks the backend's module.",
-  python_missing = "No Python with Keras 3 is chosen or found.",
+  python_missing = "No Python with Keras 3 is chosen or found, and none could be provisioned.",
   python_version = "The Python given to `install_customgrad()` is too old.",
   install_failed = "A step of `install_customgrad()` failed.",
   load_function = "A loaded custom-gradient layer can't find its function, and its saved traces don't serve the call.",

@@ -16,8 +16,11 @@
 #' customgrad and keras3 use one Python per session: `RETICULATE_PYTHON`, a
 #' `reticulate::use_virtualenv()` call or an activated virtual environment
 #' if there is one, else customgrad's environment from
-#' [install_customgrad()]. customgrad never lets reticulate download a
-#' Python: with none to use, it says how to install one.
+#' [install_customgrad()], else keras3's `r-keras`. With none of them,
+#' reticulate provisions a Python with `uv` for what keras3 and customgrad
+#' declare with [reticulate::py_require()], the same whichever package
+#' starts Python first; when it can't (offline), the error says how else
+#' to get one.
 #'
 #' @section How it is built:
 #' R code knows R: it reads the gradient function's arguments, calls it the

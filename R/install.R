@@ -1,7 +1,8 @@
 #' Install customgrad's Python environment
 #'
-#' Creates a Python virtual environment at [python_env_path()] and installs
-#' Keras 3 with the chosen backends, at versions checked to work together
+#' Creates a Python virtual environment at [python_env_path()] with
+#' [reticulate::virtualenv_create()] and installs Keras 3 with the chosen
+#' backends ([reticulate::virtualenv_install()]), at versions checked to work together
 #' (listed in `system.file("python", "requirements.txt", package =
 #' "customgrad")`). Running it again is quick: an environment that already
 #' has these versions is left alone. Restart R afterwards if Python was
@@ -9,9 +10,10 @@
 #'
 #' @param backends Backends to install, any of `"tensorflow"`, `"jax"` and
 #'   `"torch"`.
-#' @param python The Python used to create the environment. By default
-#'   Debian's `/usr/bin/python3.11` where it exists, else `python3` on the
-#'   `PATH`.
+#' @param python The Python used to create the environment. By default a
+#'   Python 3.11 that [reticulate::virtualenv_starter()] finds, else any
+#'   Python 3.10 or newer it finds; [reticulate::install_python()] installs
+#'   one.
 #' @param envname Where to create the environment.
 #' @param extra_packages More pip requirements to install, such as `"pytest"`.
 #' @param force Reinstall even if the environment looks complete.
@@ -46,25 +48,23 @@ install_customgrad <- function(
     )
     return(invisible(envname))
   }
-  if (!file.exists(python_env_python(envname))) {
+  if (!reticulate::virtualenv_exists(envname)) {
     python <- python %||% default_python()
     check_python_version(python)
     cli::cli_progress_step(
       "Creating a virtual environment with {.file {python}} at {.file {envname}}"
     )
     dir.create(dirname(envname), recursive = TRUE, showWarnings = FALSE)
-    run_command(python, c("-m", "venv", envname))
+    with_install_errors(
+      reticulate::virtualenv_create(envname, python = python, packages = NULL)
+    )
     cli::cli_progress_done()
   }
-  req_file <- tempfile("requirements", fileext = ".txt")
-  on.exit(unlink(req_file), add = TRUE)
-  writeLines(requirements, req_file)
   cli::cli_alert_info(
     "Installing {.val {backends}} with pip (several minutes the first time; pip shows progress)."
   )
-  run_command(
-    python_env_python(envname),
-    c("-m", "pip", "install", "-r", req_file)
+  with_install_errors(
+    reticulate::virtualenv_install(envname, packages = requirements)
   )
   writeLines(requirements, stamp)
   cli::cli_alert_success(
@@ -94,16 +94,16 @@ python_requirements <- function(backends) {
   trimws(sub("#.*$", "", lines[keep]))
 }
 
+# Python 3.11 first: the pinned versions are tested with it (Debian's
+# /usr/bin/python3.11 here); else any 3.10 or newer that reticulate finds.
 default_python <- function() {
-  if (file.exists("/usr/bin/python3.11")) {
-    return("/usr/bin/python3.11")
-  }
-  python <- Sys.which("python3")
-  if (!nzchar(python)) {
+  python <- reticulate::virtualenv_starter("3.11") %||%
+    reticulate::virtualenv_starter(">=3.10")
+  if (is.null(python)) {
     abort_customgrad(
       c(
         "Can't find a Python to create customgrad's environment.",
-        "i" = "Install Python 3.11 (on Debian: {.code apt-get install python3.11-venv}) or pass {.arg python}."
+        "i" = "Install Python 3.11 with {.code reticulate::install_python(\"3.11\")} (on Debian: {.code apt-get install python3.11-venv}), or pass {.arg python}."
       ),
       class = "python_missing"
     )
@@ -111,14 +111,21 @@ default_python <- function() {
   unname(python)
 }
 
-run_command <- function(command, args, call = rlang::caller_env()) {
-  status <- system2(command, args)
-  if (!identical(status, 0L)) {
-    abort_customgrad(
-      "{.code {paste(c(command, args), collapse = ' ')}} failed with status {status}.",
-      class = "install_failed",
-      call = call
-    )
-  }
-  invisible(status)
+# reticulate's set-up functions fail with plain errors: they become
+# customgrad's classed one, with reticulate's as the cause.
+with_install_errors <- function(expr, call = rlang::caller_env()) {
+  tryCatch(
+    expr,
+    error = function(cnd) {
+      abort_customgrad(
+        c(
+          "Can't install customgrad's Python environment.",
+          "i" = "Check the network (or pip's index), then run {.code install_customgrad(force = TRUE)}."
+        ),
+        class = "install_failed",
+        parent = cnd,
+        call = call
+      )
+    }
+  )
 }

@@ -19,7 +19,7 @@ python_env_path <- function() {
 }
 
 python_env_python <- function(env = python_env_path()) {
-  file.path(env, "bin", "python")
+  reticulate::virtualenv_python(env)
 }
 
 # customgrad's Python module (inst/python/customgrad), registered in
@@ -102,21 +102,16 @@ abort_backend_started <- function(chosen, running, call) {
   )
 }
 
-# Start Python with Keras the way keras3 does, after checking that a Python
-# with Keras and the backend's module is there: never let reticulate fall
-# back to downloading one (it would try `uv`, which fails offline).
+# Start Python with Keras the way keras3 does, after checking that the
+# Python has Keras and the backend's module. With no Python chosen or found,
+# reticulate provisions one for the requirements keras3 and customgrad
+# declared with py_require() (declare_python_requirements()), the same
+# whichever package starts Python first; when that fails (offline without
+# `uv`), the error says how else to get a Python.
 start_python <- function(call = rlang::caller_env()) {
   if (!reticulate::py_available(initialize = FALSE)) {
-    config <- python_choice()
-    if (is.null(config)) {
-      abort_customgrad(
-        c(
-          "customgrad needs Python with Keras 3, and no Python has been chosen.",
-          "i" = "Run {.code customgrad::install_customgrad()}, or set {.envvar RETICULATE_PYTHON} to a Python with Keras, then restart R."
-        ),
-        class = "python_missing",
-        call = call
-      )
+    if (is.null(python_choice())) {
+      start_provisioned_python(call)
     }
   }
   ensure_python_modules(call)
@@ -126,7 +121,40 @@ start_python <- function(call = rlang::caller_env()) {
   invisible(TRUE)
 }
 
-# The Python reticulate would start, or NULL when it would download one.
+# Provisioning starts through keras3's module handle, as `library(keras3)`
+# users start it (starting it with reticulate::py_config() instead makes
+# keras3's start-up overflow R's C stack in reticulate 1.46).
+start_provisioned_python <- function(call) {
+  tryCatch(
+    keras3::keras$ops,
+    error = function(cnd) {
+      abort_customgrad(
+        c(
+          "customgrad needs Python with Keras 3, and reticulate couldn't provision one.",
+          "i" = "No Python was chosen or found, so reticulate tried to create one with {.code uv} for what keras3 and customgrad declare with {.fn reticulate::py_require}.",
+          "i" = "Connect to the internet and try again in a new R session, or run {.code customgrad::install_customgrad()}, or set {.envvar RETICULATE_PYTHON} to a Python with Keras, then restart R."
+        ),
+        class = "python_missing",
+        parent = cnd,
+        call = call
+      )
+    }
+  )
+}
+
+# What customgrad needs from Python, declared the way keras3 declares its
+# own: a Python that reticulate provisions (when none is chosen) has it.
+# keras3 adds the backend's packages (use_backend()); customgrad needs
+# nothing beyond Keras.
+declare_python_requirements <- function() {
+  tryCatch(
+    reticulate::py_require("keras"),
+    error = function(cnd) invisible(NULL)
+  )
+}
+
+# The Python reticulate would start, or NULL when it would provision one
+# (see start_python()).
 python_choice <- function() {
   if (identical(Sys.getenv("RETICULATE_PYTHON"), "managed")) {
     return(list(python = "managed", forced = "RETICULATE_PYTHON"))

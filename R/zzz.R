@@ -1,4 +1,5 @@
 .onLoad <- function(libname, pkgname) {
+  declare_python_requirements()
   register_python_module()
   register_tensor_methods()
   if (reticulate::py_available(initialize = FALSE)) {

@@ -118,9 +118,8 @@ error_triggers <- list(
     install_customgrad(python = "/bin/false", envname = tempfile())
   },
   install_failed = function() {
-    customgrad:::run_command(
-      "false",
-      "--now",
+    customgrad:::with_install_errors(
+      stop(simpleError("pip failed")), # as reticulate fails: no call
       call = quote(install_customgrad())
     )
   },

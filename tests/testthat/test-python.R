@@ -73,20 +73,37 @@ test_that("RETICULATE_PYTHON wins, and Python without Keras is a classed error",
   expect_match(result$message, "install_customgrad()", fixed = TRUE)
 })
 
-test_that("with no Python to use, an error says how to get one; nothing is downloaded", {
+test_that("with no Python to use, reticulate provisions one; when it can't, the error says how to get one", {
   skip_if_no_callr()
   empty <- withr::local_tempdir()
+  # A uv that fails stands for a machine that can't download one.
   result <- first_call_in_fresh_r(
     R_USER_DATA_DIR = empty,
+    R_USER_CACHE_DIR = empty,
     WORKON_HOME = empty,
+    RETICULATE_UV = "/bin/false",
+    PATH = "/usr/local/bin:/usr/bin:/bin",
     unset = c("RETICULATE_PYTHON", "VIRTUAL_ENV"),
     output = file.path(empty, "out.txt")
   )
   expect_true("customgrad_error_python_missing" %in% result$class)
+  expect_match(result$message, "couldn't provision", fixed = TRUE)
+  expect_match(result$message, "py_require()", fixed = TRUE)
   expect_match(result$message, "install_customgrad()", fixed = TRUE)
+  expect_match(result$message, "RETICULATE_PYTHON", fixed = TRUE)
   expect_false(result$started)
-  output <- readLines(file.path(empty, "out.txt"))
-  expect_false(any(grepl("uv", output, fixed = TRUE)))
+})
+
+test_that("customgrad declares what it needs from Python with py_require()", {
+  skip_if_no_callr()
+  packages <- callr::r(
+    function() {
+      library(customgrad)
+      reticulate::py_require()$packages
+    },
+    libpath = .libPaths()
+  )
+  expect_true("keras" %in% packages)
 })
 
 test_that("tensors handed to R are collected once their bytes pass the threshold", {

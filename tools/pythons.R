@@ -1,0 +1,212 @@
+# `make pythons`: the README's quick start, verbatim, in a fresh R process
+# for every Python keras3 would use: customgrad's environment, keras3's
+# `r-keras`, one that reticulate provisions with uv (nothing configured), and
+# an explicit RETICULATE_PYTHON. Each must train (the loss falls), use the
+# Python it should, and print none of TensorFlow's start-up lines.
+# Usage: Rscript tools/pythons.R UV [ROUTE...]
+#   UV: the uv binary (installed from PyPI by the Makefile).
+args <- commandArgs(trailingOnly = TRUE)
+uv <- normalizePath(args[[1]])
+routes <- if (length(args) > 1) {
+  args[-1]
+} else {
+  c("customgrad", "r-keras", "provisioned", "RETICULATE_PYTHON")
+}
+setup <- normalizePath(".setup")
+ours <- file.path(customgrad::python_env_path(), "bin", "python")
+
+# The README's first R chunk (the quick start), and lines reporting the
+# loss and the Python in use.
+readme <- readLines("README.md")
+starts <- which(readme == "```r")
+chunk <- readme[
+  (starts[[1]] + 1):(which(readme == "```")[
+    which(readme == "```") > starts[[1]]
+  ][[1]] -
+    1)
+]
+script <- tempfile("quick-start", fileext = ".R")
+writeLines(
+  c(
+    chunk,
+    "cat('LOSS', history$metrics$loss, '\\n')",
+    "cat('PYTHON', reticulate::py_config()$python, '\\n')"
+  ),
+  script
+)
+
+# What pip is configured with (its index, extra indexes, local wheels),
+# for uv, which does not read pip's configuration.
+pip_index_env <- function() {
+  lines <- system2(
+    "/usr/bin/python3.11",
+    c("-m", "pip", "config", "list"),
+    stdout = TRUE,
+    stderr = FALSE
+  )
+  value <- function(key) {
+    hit <- grep(paste0("^(global|:env:)\\.", key, "="), lines, value = TRUE)
+    if (length(hit) == 0) {
+      return(NULL)
+    }
+    gsub("^'|'$", "", sub("^[^=]*=", "", hit[[1]]))
+  }
+  c(
+    UV_DEFAULT_INDEX = value("index-url"),
+    UV_INDEX = value("extra-index-url"),
+    UV_FIND_LINKS = value("find-links")
+  )
+}
+
+# Everything a route may leave behind goes under `home`: a first run of a
+# new environment each time, except uv's download cache (UV_CACHE_DIR).
+route_env <- function(route, home) {
+  clean <- c(
+    R_USER_DATA_DIR = file.path(home, "data"), # no customgrad environment
+    R_USER_CACHE_DIR = file.path(home, "cache"),
+    WORKON_HOME = file.path(home, "venvs"),
+    # Debian's Python only: no pyenv shims for uv or reticulate to find.
+    PATH = "/usr/local/bin:/usr/bin:/bin"
+  )
+  switch(
+    route,
+    customgrad = character(),
+    RETICULATE_PYTHON = c(clean, RETICULATE_PYTHON = ours),
+    "r-keras" = clean,
+    provisioned = c(
+      clean,
+      RETICULATE_UV = uv,
+      UV_CACHE_DIR = file.path(setup, "uv-cache"),
+      UV_PYTHON_PREFERENCE = "only-system",
+      pip_index_env()
+    )
+  )
+}
+
+expected_python <- function(route, home) {
+  switch(
+    route,
+    customgrad = ours,
+    RETICULATE_PYTHON = ours,
+    "r-keras" = file.path(home, "venvs", "r-keras", "bin", "python"),
+    provisioned = NA_character_ # an ephemeral environment in uv's cache
+  )
+}
+
+# keras3's r-keras, made as install_keras() would (a virtual environment
+# named r-keras where keras3 looks), with uv for speed.
+make_r_keras <- function(home, env) {
+  venv <- file.path(home, "venvs", "r-keras")
+  run <- function(...) {
+    status <- system2(uv, c(...), env = env)
+    if (status != 0) stop("uv failed: ", paste(c(...), collapse = " "))
+  }
+  run("venv", "--quiet", "--python", "/usr/bin/python3.11", venv)
+  run(
+    "pip",
+    "install",
+    "--quiet",
+    "--python",
+    file.path(venv, "bin", "python"),
+    "keras",
+    "tensorflow-cpu",
+    "pydot",
+    "scipy",
+    "pandas",
+    "Pillow"
+  )
+}
+
+# reticulate 1.46 with UV_PYTHON_PREFERENCE other than uv's default (here
+# "only-system": Debian's Python, as no managed Python can be downloaded)
+# looks for Pythons with py_exe() while it provisions, which provisions
+# again, until R's C stack runs out; its try() prints that and provisioning
+# goes on. Users with uv's default never meet it.
+reticulate_recursion <- "^Error : C stack usage .* is too close to the limit"
+
+# NAME=value arguments; system2() hands them to the shell: values quoted.
+as_env_args <- function(env) {
+  if (length(env) == 0) {
+    return(character())
+  }
+  paste0(names(env), "=", shQuote(env))
+}
+
+tf_startup <- "oneDNN custom operations|absl::InitializeLog|cpu_feature_guard"
+failures <- character()
+for (route in routes) {
+  home <- tempfile(paste0("python-", route))
+  dir.create(home)
+  env <- route_env(route, home)
+  env_args <- as_env_args(env)
+  env_args <- c(env_args, "KERAS_BACKEND=tensorflow")
+  if (route == "r-keras") {
+    make_r_keras(
+      home,
+      c(
+        env_args,
+        as_env_args(c(
+          UV_CACHE_DIR = file.path(setup, "uv-cache"),
+          pip_index_env()
+        ))
+      )
+    )
+  }
+  cat(sprintf("== %s ==\n", route))
+  started <- Sys.time()
+  out <- suppressWarnings(system2(
+    "env",
+    c(
+      "-u",
+      "RETICULATE_PYTHON",
+      "-u",
+      "VIRTUAL_ENV",
+      env_args,
+      "Rscript",
+      script
+    ),
+    stdout = TRUE,
+    stderr = TRUE
+  ))
+  seconds <- as.numeric(Sys.time() - started, units = "secs")
+  loss <- as.numeric(strsplit(
+    sub("^LOSS ", "", grep("^LOSS ", out, value = TRUE)),
+    " "
+  )[[1]])
+  python <- trimws(sub("^PYTHON ", "", grep("^PYTHON ", out, value = TRUE)))
+  want <- expected_python(route, home)
+  problems <- c(
+    if (!identical(attr(out, "status"), NULL)) "the quick start failed",
+    if (length(loss) < 2 || !all(diff(loss) < 0)) "the loss did not fall",
+    if (length(python) != 1) "no Python reported",
+    if (
+      length(python) == 1 &&
+        !is.na(want) &&
+        normalizePath(python) != normalizePath(want)
+    ) {
+      paste("used", python, "instead of", want)
+    },
+    if (any(grepl(tf_startup, out))) "TensorFlow's start-up lines were printed",
+    if (any(grepl("^Error", out) & !grepl(reticulate_recursion, out))) {
+      "an error was printed"
+    }
+  )
+  cat(sprintf(
+    "%s: %s (%.0f s), Python %s\n",
+    route,
+    if (length(problems)) paste(problems, collapse = "; ") else "trained",
+    seconds,
+    if (length(python) == 1) python else "?"
+  ))
+  if (length(problems)) {
+    writeLines(out)
+    failures <- c(failures, route)
+  }
+  unlink(home, recursive = TRUE)
+}
+if (length(failures)) {
+  stop(
+    "The quick start failed with these Pythons: ",
+    paste(failures, collapse = ", ")
+  )
+}
