@@ -28,17 +28,19 @@
 #' as with keras3's `op_custom_gradient()`. `f <- function(x, k = 2)` called
 #' as `h(x)` has one input; as `h(x, 3)` two (an R double is a tensor).
 #'
-#' `grad` may be written in any of the backends' styles; customgrad reads its
-#' arguments and calls it accordingly:
+#' `grad` may be written in any of the backends' styles, on every backend;
+#' customgrad reads its arguments and calls it accordingly:
 #'
-#' * `function(..., upstream = NULL)`: works everywhere; `upstream %||% ..1`
-#'   reads the upstream gradient whichever way it is passed. customgrad passes
-#'   `f`'s inputs as `...` and `upstream` by name.
-#' * `function(upstream)` (any one argument name): TensorFlow and JAX style,
-#'   called with the upstream gradient.
+#' * `function(upstream)` (any one argument name): called with the upstream
+#'   gradient. The form to start with.
+#' * `function(..., upstream = NULL)` with `upstream <- upstream %||% ..1`:
+#'   the form keras3's own `op_custom_gradient()` documents, for code that
+#'   must also run without customgrad (the backends pass the upstream
+#'   gradient by name or by position). customgrad passes `f`'s inputs as
+#'   `...` and `upstream` by name.
 #' * `function(..., upstream)`: PyTorch style, called with `f`'s inputs and
 #'   `upstream`.
-#' * With an argument `variables` (TensorFlow): when `f` reads TensorFlow
+#' * With an argument `variables` besides these (TensorFlow): when `f` reads TensorFlow
 #'   variables it did not get as inputs, `grad` is called with `variables = `
 #'   those variables and returns `list(input_gradients, variable_gradients)`.
 #'
@@ -211,10 +213,7 @@
 #' # naive one is NaN (past x = 88 in float32).
 #' log1pexp <- op_custom_gradient(\(x) {
 #'   e <- op_exp(x)
-#'   grad <- function(..., upstream = NULL) {
-#'     upstream <- upstream %||% ..1
-#'     op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
-#'   }
+#'   grad <- function(upstream) op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
 #'   tuple(op_log(1 + e), grad)
 #' })
 #' log1pexp(2)

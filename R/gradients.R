@@ -84,10 +84,7 @@
 #' # A custom gradient is used: log(1 + exp(x)) has gradient 1 at x = 100.
 #' log1pexp <- op_custom_gradient(\(x) {
 #'   e <- op_exp(x)
-#'   grad <- function(..., upstream = NULL) {
-#'     upstream <- upstream %||% ..1
-#'     op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
-#'   }
+#'   grad <- function(upstream) op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
 #'   tuple(op_log(1 + e), grad)
 #' })
 #' op_grad(log1pexp)(100)

@@ -69,10 +69,7 @@
 #' }
 #' log1pexp <- op_custom_gradient(\(x) {
 #'   e <- op_exp(x)
-#'   grad <- function(..., upstream = NULL) {
-#'     upstream <- upstream %||% ..1
-#'     op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
-#'   }
+#'   grad <- function(upstream) op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
 #'   tuple(op_log(1 + e), grad)
 #' })
 #'
