@@ -10,8 +10,8 @@
 #    registry by `make site` (tools/site/package.json, its lock file); they
 #    are byte-identical to the CDNs' files, so the pages keep pkgdown's
 #    integrity hashes and the browser verifies every one;
-#  - bootstrap-toc, which no registry carries: customgrad's own Toc
-#    (tools/site/toc.js);
+#  - bootstrap-toc, which no registry carries: customgrad's own Toc from
+#    the file toc.js in tools/site;
 #  - MathJax from Debian's libjs-mathjax (2.7.9; pkgdown pins 2.7.5).
 #
 # Usage: Rscript tools/build-site.R [node_modules] [mathjax]
@@ -29,7 +29,10 @@ links <- data.frame(
   url = c(
     paste0(cdnjs, "font-awesome/5.12.1/css/all.min.css"),
     paste0(cdnjs, "font-awesome/5.12.1/css/v4-shims.min.css"),
-    "https://cdn.jsdelivr.net/gh/afeld/bootstrap-toc@v1.0.1/dist/bootstrap-toc.min.js",
+    paste0(
+      "https://cdn.jsdelivr.net/gh/afeld/",
+      "bootstrap-toc@v1.0.1/dist/bootstrap-toc.min.js"
+    ),
     paste0(cdnjs, "headroom/0.11.0/headroom.min.js"),
     paste0(cdnjs, "headroom/0.11.0/jQuery.headroom.min.js"),
     paste0(cdnjs, "clipboard.js/2.0.6/clipboard.min.js"),
