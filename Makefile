@@ -12,7 +12,7 @@ PKG_SOURCES := DESCRIPTION NAMESPACE $(wildcard R/*.R) \
 #  - none yet.
 ALLOWED_NOTES :=
 
-.PHONY: setup demo test check bench soak pythons clean
+.PHONY: setup demo test check site site-check bench soak pythons clean
 
 setup: $(SETUP)/docs.stamp
 
@@ -48,6 +48,24 @@ test: setup
 check: setup
 	Rscript tools/check.R $(ALLOWED_NOTES)
 
+# The documentation site in docs/ (not committed): pkgdown builds it with the
+# articles run on TensorFlow (tools/build-site.R), then headless Chromium
+# opens every page (tools/check-site.py, on Debian's Python, which has
+# python3-websocket). pkgdown's front-end libraries come from the npm
+# registry, pinned by tools/site/package-lock.json.
+site: setup $(SETUP)/site.stamp
+	Rscript tools/build-site.R $(SETUP)/site/node_modules
+	$(MAKE) site-check
+
+site-check:
+	/usr/bin/python3 tools/check-site.py docs
+
+$(SETUP)/site.stamp: $(SETUP)/system.stamp tools/site/package.json tools/site/package-lock.json
+	rm -rf $(SETUP)/site && mkdir -p $(SETUP)/site
+	cp tools/site/package.json tools/site/package-lock.json $(SETUP)/site/
+	cd $(SETUP)/site && npm ci --no-audit --no-fund --ignore-scripts >../site-npm.log 2>&1 || { cat ../site-npm.log; exit 1; }
+	@touch $@
+
 bench: setup
 	Rscript bench/run.R
 
@@ -70,4 +88,4 @@ pythons: setup $(SETUP)/uv/bin/uv
 	Rscript tools/pythons.R $(SETUP)/uv/bin/uv
 
 clean:
-	rm -rf $(SETUP) check customgrad_*.tar.gz
+	rm -rf $(SETUP) check docs customgrad_*.tar.gz

@@ -15,6 +15,9 @@ packages=(
   r-cran-magrittr r-cran-whisker r-cran-tidyselect r-cran-rstudioapi
   r-cran-processx r-cran-lifecycle r-cran-generics r-cran-zeallot
   r-cran-fastmap r-cran-glue
+  # the documentation site (`make site`): pkgdown, the MathJax its pages
+  # load, and the headless browser that checks them, with its Python client
+  r-cran-pkgdown libjs-mathjax chromium python3-websocket
 )
 
 missing=()
@@ -29,6 +32,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# npm, for the site's front-end libraries: the machine's Node.js has it;
+# Debian's otherwise.
+if ! command -v npm >/dev/null 2>&1; then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends npm
 fi
 
 Rscript "$(dirname "$0")/setup-r-packages.R"
