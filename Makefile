@@ -8,11 +8,19 @@ SETUP := .setup
 PKG_SOURCES := DESCRIPTION NAMESPACE $(wildcard R/*.R) \
 	$(shell find inst -type f -not -path '*/__pycache__/*' -not -path '*/.pytest_cache/*' 2>/dev/null)
 
+# pip requirements the tests add to customgrad's Python environment, as R
+# strings for install_customgrad(extra_packages = ): pytest, and pytest-cov
+# (pinned) for `make coverage`.
+PYTHON_TEST_PACKAGES := "pytest", "pytest-cov==7.1.0"
+# The backends `make coverage` runs the suites on, combined (each one in its
+# own process): make coverage COVERAGE_BACKENDS="tensorflow jax torch".
+COVERAGE_BACKENDS := tensorflow
+
 # NOTEs that `make check` accepts, one regular expression each, with why:
 #  - none yet.
 ALLOWED_NOTES :=
 
-.PHONY: setup demo test check site site-check bench soak pythons clean
+.PHONY: setup demo test check lint coverage site site-check bench soak pythons clean
 
 setup: $(SETUP)/docs.stamp
 
@@ -27,7 +35,13 @@ $(SETUP)/package.stamp: $(SETUP)/system.stamp $(PKG_SOURCES)
 
 # install_customgrad() is itself idempotent; the stamp only saves starting R.
 $(SETUP)/python.stamp: $(SETUP)/package.stamp inst/python/requirements.txt
-	Rscript -e 'customgrad::install_customgrad(python = "/usr/bin/python3.11", extra_packages = "pytest")'
+	Rscript -e 'customgrad::install_customgrad(python = "/usr/bin/python3.11", extra_packages = c($(PYTHON_TEST_PACKAGES)))'
+	@touch $@
+
+# The same call again, for a set-up made before pytest-cov was among the
+# test packages (a no-op otherwise: the environment is up to date).
+$(SETUP)/coverage.stamp: $(SETUP)/python.stamp
+	Rscript -e 'customgrad::install_customgrad(python = "/usr/bin/python3.11", extra_packages = c($(PYTHON_TEST_PACKAGES)))'
 	@touch $@
 
 # The package again, from a tarball with its vignettes built (they run
@@ -65,6 +79,17 @@ $(SETUP)/site.stamp: $(SETUP)/system.stamp tools/site/package.json tools/site/pa
 	cp tools/site/package.json tools/site/package-lock.json $(SETUP)/site/
 	cd $(SETUP)/site && npm ci --no-audit --no-fund --ignore-scripts >../site-npm.log 2>&1 || { cat ../site-npm.log; exit 1; }
 	@touch $@
+
+# lintr::lint_package() with the settings in .lintr; any lint fails. Needs
+# only lintr (Debian's r-cran-lintr), not the package or Python.
+lint: $(SETUP)/system.stamp
+	Rscript tools/lint.R
+
+# covr's coverage of R/ by the testthat suite and pytest-cov's of
+# inst/python/customgrad by the pytest suite, on COVERAGE_BACKENDS; slow
+# (the suites run instrumented), so not part of CI.
+coverage: setup $(SETUP)/coverage.stamp
+	Rscript tools/coverage.R $(COVERAGE_BACKENDS)
 
 bench: setup
 	Rscript bench/run.R

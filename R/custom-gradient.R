@@ -267,7 +267,10 @@
 #' # returns one gradient per input.
 #' sum_and_product <- op_custom_gradient(function(x, y) {
 #'   grad <- function(upstream) {
-#'     list(upstream[[1]] + upstream[[2]] * y, upstream[[1]] + upstream[[2]] * x)
+#'     list(
+#'       upstream[[1]] + upstream[[2]] * y,
+#'       upstream[[1]] + upstream[[2]] * x
+#'     )
 #'   }
 #'   list(list(x + y, x * y), grad)
 #' })

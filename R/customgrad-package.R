@@ -97,8 +97,8 @@
 ## usethis namespace: start
 #' @import keras3
 # tensorflow R is imported so that its namespace, with its methods for
-# TensorFlow tensors, loads before customgrad's .onLoad: register_tensor_methods()
-# sees those methods and keeps them.
+# TensorFlow tensors, loads before customgrad's .onLoad:
+# register_tensor_methods() sees those methods and keeps them.
 #' @importFrom tensorflow tf_version
 ## usethis namespace: end
 NULL

@@ -37,10 +37,10 @@
 #'   `elements`, `failed` (the number of elements that fail),
 #'   `max_abs_error`, `max_rel_error` (`NA` where every numeric derivative
 #'   is 0, since only the absolute error counts there), `worst` (the
-#'   element furthest out of tolerance, such as `"x[2]"`) and `pass`. Its attribute `"pass"` is
-#'   `TRUE` when every element passes, and `"worst"` describes the element
-#'   that is furthest out of tolerance. With `error = TRUE` it is returned
-#'   invisibly.
+#'   element furthest out of tolerance, such as `"x[2]"`) and `pass`. Its
+#'   attribute `"pass"` is `TRUE` when every element passes, and `"worst"`
+#'   describes the element that is furthest out of tolerance. With
+#'   `error = TRUE` it is returned invisibly.
 #' @seealso [op_grad()], [op_custom_gradient()]; `vignette("gradients")`.
 #' @export
 #' @examplesIf customgrad::backend_available()

@@ -194,7 +194,8 @@ grad_transform_forward <- function(state, ...) {
 
 # --- Shared by op_grad(), gradcheck() and op_compile() ----------------------
 
-# customgrad's Python module for gradients (inst/python/customgrad/_autodiff.py).
+# customgrad's Python module for gradients
+# (inst/python/customgrad/_autodiff.py).
 autodiff_py <- function() {
   customgrad_py("_autodiff")
 }
@@ -267,7 +268,7 @@ print.customgrad_transform <- function(x, ...) {
   invisible(x)
 }
 
-# "<customgrad gradient>(x, p)"
+# Prints a header such as "<customgrad gradient>(x, p)".
 cat_function_header <- function(kind, fn) {
   cat(
     "<customgrad ",

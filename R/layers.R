@@ -29,14 +29,16 @@
 #' in `custom_objects` (`load_model(path, custom_objects = list(log1pexp =
 #' log1pexp))`) or among objects registered with
 #' [keras3::register_keras_serializable()] (give it the `name`:
-#' `register_keras_serializable(log1pexp, name = "log1pexp")`); customgrad's own layers
-#' ([layer_gradient_reversal()] and the like) need neither. Without the
-#' function, the saved traces run alone: predictions and training work for
-#' inputs of the shapes and dtypes traced (any batch size). That is also how
-#' the model loads in Python without R:
+#' `register_keras_serializable(log1pexp, name = "log1pexp")`); customgrad's
+#' own layers ([layer_gradient_reversal()] and the like) need neither.
+#' Without the function, the saved traces run alone: predictions and training
+#' work for inputs of the shapes and dtypes traced (any batch size). That is
+#' also how the model loads in Python without R:
 #'
 #' ```python
-#' import sys; sys.path.insert(0, "<customgrad>/python")  # system.file("python", package = "customgrad")
+#' import sys
+#' # "<customgrad>/python" is system.file("python", package = "customgrad")
+#' sys.path.insert(0, "<customgrad>/python")
 #' import customgrad.layers  # registers the layer with Keras
 #' model = keras.saving.load_model("model.keras")
 #' ```
@@ -87,7 +89,10 @@
 #' path <- tempfile(fileext = ".keras")
 #' save_model(model, path)
 #' model2 <- load_model(path, custom_objects = list(log1pexp = log1pexp))
-#' stopifnot(all.equal(predict(model, x, verbose = 0), predict(model2, x, verbose = 0)))
+#' stopifnot(all.equal(
+#'   predict(model, x, verbose = 0),
+#'   predict(model2, x, verbose = 0)
+#' ))
 #' \dontshow{unlink(setdiff(autograph_files(), before))}
 layer_custom_gradient <- function(object, f, ...) {
   object <- if (missing(object)) NULL else object

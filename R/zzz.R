@@ -30,8 +30,9 @@ register_layer_on_keras_start <- function() {
   )
 }
 
-# TensorFlow's start-up log lines go unless `options(customgrad.tf_startup_log = TRUE)`
-# (see _quiet.py). Never fails: the lines are noise, not a reason to stop.
+# TensorFlow's start-up log lines go unless
+# `options(customgrad.tf_startup_log = TRUE)` (see _quiet.py). Never fails:
+# the lines are noise, not a reason to stop.
 quiet_tensorflow_startup <- function() {
   if (isTRUE(getOption("customgrad.tf_startup_log"))) {
     return(invisible(FALSE))

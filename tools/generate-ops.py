@@ -542,6 +542,38 @@ def wrap_call(code, width=76):
     return code[: open_at + 1] + "\n" + ",\n".join("  " + a for a in args) + "\n)"
 
 
+def wrap_r(code, indent="  ", width=80):
+    """A line of R code at `indent`: as it is if it fits in `width`, else,
+    when it is a call (perhaps assigned), with one argument per line, each
+    wrapped the same way (as air formats it)."""
+    if len(indent) + len(code) <= width:
+        return indent + code
+    m = re.match(r"^(?:\w+ <- )?[\w.]+\(", code)
+    if not m:
+        return indent + code
+    args, depth, quote, start = [], 0, None, m.end()
+    for i in range(m.end(), len(code)):
+        ch = code[i]
+        if quote:
+            if ch == quote and code[i - 1] != "\\":
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}" and depth > 0:
+            depth -= 1
+        elif ch == ")":
+            if i != len(code) - 1:
+                return indent + code  # the call is only part of the line
+            args.append(code[start:i].strip())
+        elif ch == "," and depth == 0:
+            args.append(code[start:i].strip())
+            start = i + 1
+    inner = ",\n".join(wrap_r(a, indent + "  ", width) for a in args)
+    return f"{indent}{code[:m.end()]}\n{inner}\n{indent})"
+
+
 # --- Tests --------------------------------------------------------------------
 
 
@@ -552,11 +584,11 @@ def generate_test(name, spec):
     if spec.get("autograph_files"):
         body.append("  local_autograph_cleanup()")
     if "check" in test:
-        body.append(f"  res <- {test['ex']}")
-        body += ["  " + l for l in test["check"].strip().splitlines()]
+        body.append(wrap_r(f"res <- {test['ex']}"))
+        body += [wrap_r(l) for l in test["check"].strip().splitlines()]
     else:
         tol = test.get("tol", TOLERANCE)
-        body.append(f"  expect_tensor({test['ex']}, {test['expect']}, tolerance = {tol})")
+        body.append(wrap_r(f"expect_tensor({test['ex']}, {test['expect']}, tolerance = {tol})"))
     what = test.get("what") or ("matches base R" if uses_base_r(test.get("expect", "")) else "gives the expected values")
     return f'test_that("{name}() {what}", {{\n' + "\n".join(body) + "\n})\n"
 

@@ -9,6 +9,8 @@ packages=(
   r-base-core r-base-dev r-cran-rlang r-cran-cli
   r-cran-testthat r-cran-withr r-cran-callr r-cran-knitr r-cran-rmarkdown
   r-cran-roxygen2 pandoc qpdf tidy python3.11-venv
+  # `make lint` and `make coverage`
+  r-cran-lintr r-cran-covr
   # imports of reticulate, tensorflow and keras3 (tools/setup-r-packages.R)
   r-cran-matrix r-cran-rcpp r-cran-rcpptoml r-cran-here r-cran-jsonlite
   r-cran-png r-cran-rappdirs r-cran-yaml r-cran-backports r-cran-base64enc

@@ -1,7 +1,7 @@
 # Helpers for test-keras3.R (customgrad next to keras3 in a user's session)
 # and test-tensor-ops.R (R methods of backend tensors against base R).
 
-# --- A fresh R session -------------------------------------------------------
+# --- A fresh R session --------------------------------------------------------
 
 # Run `fun(...)` in a new R process on the same library paths and the same
 # Keras backend as this one, and return its value. `fun` must be
@@ -187,7 +187,7 @@ expect_fresh_session_ok <- function(result) {
   expect_identical(result$no_default_agnostic, 1)
 }
 
-# --- R expressions on tensors against base R ---------------------------------
+# --- R expressions on tensors against base R ----------------------------------
 
 # A tensor, or anything else, as a plain R value: a tensor's values as an
 # array (through as.array(): tensorflow R's as.vector() is broken upstream)
@@ -230,7 +230,7 @@ python_warnings_during <- function(expr) {
   )
 }
 
-# --- Printing ------------------------------------------------------------------
+# --- Printing -----------------------------------------------------------------
 
 # Expect the printed line labelled `label` ("[1,]") to hold `values`, in
 # order, with `...` between its halves.
@@ -268,7 +268,7 @@ print_lines_of_corners <- function(x, rows, cols) {
   )
 }
 
-# --- keras3's model API --------------------------------------------------------
+# --- keras3's model API -------------------------------------------------------
 
 # Dense "below" -> a Lambda layer around `middle` -> dense "above".
 dense_lambda_dense <- function(middle, units) {
@@ -278,7 +278,7 @@ dense_lambda_dense <- function(middle, units) {
     layer_dense(1, name = "above")
 }
 
-# --- keras3 code mixing variables and tensors ----------------------------------
+# --- keras3 code mixing variables and tensors ---------------------------------
 
 # Run in a fresh R process: attach keras3, and customgrad if asked, then
 # run keras3 code in which Keras variables meet tensors and tracers: a
@@ -293,7 +293,7 @@ keras3_mixing_variables <- function(attach_customgrad) {
     library(customgrad)
   }
   warned <- character()
-  withCallingHandlers(
+  result <- withCallingHandlers(
     {
       keras3::set_random_seed(1)
       nonneg <- function(w) w * op_cast(w >= 0, config_floatx())
@@ -355,7 +355,7 @@ keras3_mixing_variables <- function(attach_customgrad) {
       warned <<- c(warned, conditionMessage(cnd))
       invokeRestart("muffleWarning")
     }
-  ) -> result
+  )
   result$warnings <- warned
   result
 }

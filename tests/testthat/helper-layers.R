@@ -88,7 +88,7 @@ run_plain_python <- function(lines, backend = config_backend()) {
 
 # A model with custom-gradient layers exported as a TensorFlow SavedModel
 # (TensorFlow and JAX) serves the model's own predictions.
-expect_export_serves_predictions <- function() {
+expect_export_predicts_same <- function() {
   model <- three_layer_model(\(x) {
     x |>
       layer_custom_gradient(counted_log1pexp(new.env())) |>

@@ -171,7 +171,8 @@ test_that("reentrant: h inside another custom gradient's f and grad", {
   })
   outer <- op_custom_gradient(function(x) {
     value <- square(x) + square(x * 2) # 5 x^2
-    grad <- function(upstream) upstream * (square(x + 1) - square(x - 1)) * 2.5 # 10 x
+    # 10 x
+    grad <- function(upstream) upstream * (square(x + 1) - square(x - 1)) * 2.5
     tuple(value, grad)
   })
   for (i in 1:3) {

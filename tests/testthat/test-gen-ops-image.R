@@ -5,15 +5,32 @@
 
 test_that("op_image_extract_patches_3d() extracts patches", {
   skip_if_no_backend()
-  res <- op_image_extract_patches_3d(array(as.numeric(1:8), c(1, 2, 2, 2, 1)), 2)
+  res <- op_image_extract_patches_3d(
+    array(as.numeric(1:8), c(1, 2, 2, 2, 1)),
+    2
+  )
   res <- op_convert_to_array(res)
   expect_identical(dim(res), c(1L, 1L, 1L, 1L, 8L))
-  expect_equal(as.vector(res), as.vector(aperm(array(as.numeric(1:8), c(2, 2, 2)), c(3, 2, 1))))
+  expect_equal(
+    as.vector(res),
+    as.vector(aperm(array(as.numeric(1:8), c(2, 2, 2)), c(3, 2, 1)))
+  )
 })
 
 test_that("op_image_scale_and_translate() keeps an image under the identity", {
   skip_if_no_backend()
-  expect_tensor(op_image_scale_and_translate(img, c(1, 4, 4, 3), c(1, 1), c(0, 0), c(2, 3), "linear"), img, tolerance = 1e-5)
+  expect_tensor(
+    op_image_scale_and_translate(
+      img,
+      c(1, 4, 4, 3),
+      c(1, 1),
+      c(0, 0),
+      c(2, 3),
+      "linear"
+    ),
+    img,
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_image_sobel_edges() finds no edges inside a constant image", {

@@ -10,14 +10,22 @@ test_that("op_cholesky_inverse() matches base R", {
 
 test_that("op_jvp() gives value and directional derivative", {
   skip_if_no_backend()
-  res <- op_jvp(function(x) x * x, list(op_convert_to_tensor(3)), list(op_convert_to_tensor(1)))
+  res <- op_jvp(
+    function(x) x * x,
+    list(op_convert_to_tensor(3)),
+    list(op_convert_to_tensor(1))
+  )
   expect_tensor(res[[1]], 9)
   expect_tensor(res[[2]], 6)
 })
 
 test_that("op_matrix_rank() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_matrix_rank(rbind(c(1, 2), c(2, 4))), qr(rbind(c(1, 2), c(2, 4)))$rank, tolerance = 1e-5)
+  expect_tensor(
+    op_matrix_rank(rbind(c(1, 2), c(2, 4))),
+    qr(rbind(c(1, 2), c(2, 4)))$rank,
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_pinv() matches base R", {

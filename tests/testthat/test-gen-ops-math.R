@@ -5,7 +5,11 @@
 
 test_that("op_cdist() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_cdist(rbind(c(0, 0), c(3, 4)), rbind(c(0, 0))), unname(as.matrix(dist(rbind(c(0, 0), c(3, 4))))[, 1, drop = FALSE]), tolerance = 1e-5)
+  expect_tensor(
+    op_cdist(rbind(c(0, 0), c(3, 4)), rbind(c(0, 0))),
+    unname(as.matrix(dist(rbind(c(0, 0), c(3, 4))))[, 1, drop = FALSE]),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_erfc() matches base R", {
@@ -15,10 +19,18 @@ test_that("op_erfc() matches base R", {
 
 test_that("op_segment_min() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_segment_min(c(1, 2, 3, 4), c(1, 1, 2, 2), num_segments = 2), as.vector(tapply(c(1, 2, 3, 4), c(1, 1, 2, 2), min)), tolerance = 1e-5)
+  expect_tensor(
+    op_segment_min(c(1, 2, 3, 4), c(1, 1, 2, 2), num_segments = 2),
+    as.vector(tapply(c(1, 2, 3, 4), c(1, 1, 2, 2), min)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_segment_prod() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_segment_prod(c(1, 2, 3, 4), c(1, 1, 2, 2), num_segments = 2), as.vector(tapply(c(1, 2, 3, 4), c(1, 1, 2, 2), prod)), tolerance = 1e-5)
+  expect_tensor(
+    op_segment_prod(c(1, 2, 3, 4), c(1, 1, 2, 2), num_segments = 2),
+    as.vector(tapply(c(1, 2, 3, 4), c(1, 1, 2, 2), prod)),
+    tolerance = 1e-5
+  )
 })

@@ -5,28 +5,53 @@
 
 test_that("op_adaptive_average_pool() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_adaptive_average_pool(seq8, 4), array((x8[c(1, 3, 5, 7)] + x8[c(2, 4, 6, 8)]) / 2, c(1, 4, 1)), tolerance = 1e-5)
+  expect_tensor(
+    op_adaptive_average_pool(seq8, 4),
+    array((x8[c(1, 3, 5, 7)] + x8[c(2, 4, 6, 8)]) / 2, c(1, 4, 1)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_adaptive_max_pool() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_adaptive_max_pool(seq8, 4), array(x8[c(2, 4, 6, 8)], c(1, 4, 1)), tolerance = 1e-5)
+  expect_tensor(
+    op_adaptive_max_pool(seq8, 4),
+    array(x8[c(2, 4, 6, 8)], c(1, 4, 1)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_depth_to_space() gives the expected values", {
   skip_if_no_backend()
-  expect_tensor(op_depth_to_space(array(c(1, 2, 3, 4), c(1, 1, 1, 4)), 2), array(c(1, 3, 2, 4), c(1, 2, 2, 1)), tolerance = 1e-5)
+  expect_tensor(
+    op_depth_to_space(array(c(1, 2, 3, 4), c(1, 1, 1, 4)), 2),
+    array(c(1, 3, 2, 4), c(1, 2, 2, 1)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_fold() inverts op_unfold()", {
   skip_if_no_backend()
   local_autograph_cleanup()
-  expect_tensor(op_fold(op_unfold(array(as.numeric(1:16), c(1, 1, 4, 4)), 2, stride = 2), c(4, 4), 2, stride = 2), array(as.numeric(1:16), c(1, 1, 4, 4)), tolerance = 1e-5)
+  expect_tensor(
+    op_fold(
+      op_unfold(array(as.numeric(1:16), c(1, 1, 4, 4)), 2, stride = 2),
+      c(4, 4),
+      2,
+      stride = 2
+    ),
+    array(as.numeric(1:16), c(1, 1, 4, 4)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_space_to_depth() gives the expected values", {
   skip_if_no_backend()
-  expect_tensor(op_space_to_depth(array(c(1, 3, 2, 4), c(1, 2, 2, 1)), 2), array(c(1, 2, 3, 4), c(1, 1, 1, 4)), tolerance = 1e-5)
+  expect_tensor(
+    op_space_to_depth(array(c(1, 3, 2, 4), c(1, 2, 2, 1)), 2),
+    array(c(1, 2, 3, 4), c(1, 1, 1, 4)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_swish() matches base R", {

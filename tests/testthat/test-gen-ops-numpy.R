@@ -40,12 +40,19 @@ test_that("op_dsplit() gives an R list of tensors", {
   skip_if_no_backend()
   res <- op_dsplit(array(as.numeric(1:8), c(1, 2, 4)), 2)
   expect_length(res, 2)
-  expect_tensor(res[[2]], array(as.numeric(1:8), c(1, 2, 4))[, , 3:4, drop = FALSE])
+  expect_tensor(
+    res[[2]],
+    array(as.numeric(1:8), c(1, 2, 4))[, , 3:4, drop = FALSE]
+  )
 })
 
 test_that("op_dstack() gives the expected values", {
   skip_if_no_backend()
-  expect_tensor(op_dstack(list(c(1, 2), c(3, 4))), array(c(1, 2, 3, 4), c(1, 2, 2)), tolerance = 1e-5)
+  expect_tensor(
+    op_dstack(list(c(1, 2), c(3, 4))),
+    array(c(1, 2, 3, 4), c(1, 2, 2)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_empty_like() has the shape of its input", {
@@ -71,17 +78,29 @@ test_that("op_flipud() matches base R", {
 
 test_that("op_fmax() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_fmax(c(1, NaN, 3), c(2, 2, NaN)), pmax(c(1, NaN, 3), c(2, 2, NaN), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_fmax(c(1, NaN, 3), c(2, 2, NaN)),
+    pmax(c(1, NaN, 3), c(2, 2, NaN), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_fmin() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_fmin(c(1, NaN, 3), c(2, 2, NaN)), pmin(c(1, NaN, 3), c(2, 2, NaN), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_fmin(c(1, NaN, 3), c(2, 2, NaN)),
+    pmin(c(1, NaN, 3), c(2, 2, NaN), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_fmod() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_fmod(c(5, -5), 3), sign(c(5, -5)) * (abs(c(5, -5)) %% 3), tolerance = 1e-5)
+  expect_tensor(
+    op_fmod(c(5, -5), 3),
+    sign(c(5, -5)) * (abs(c(5, -5)) %% 3),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_gcd() gives greatest common divisors", {
@@ -113,17 +132,29 @@ test_that("op_i0() matches base R", {
 
 test_that("op_isin() gives the expected values", {
   skip_if_no_backend()
-  expect_tensor(op_isin(c(1, 2, 3), c(2, 5)), c(1, 2, 3) %in% c(2, 5), tolerance = 1e-5)
+  expect_tensor(
+    op_isin(c(1, 2, 3), c(2, 5)),
+    c(1, 2, 3) %in% c(2, 5),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_isneginf() gives the expected values", {
   skip_if_no_backend()
-  expect_tensor(op_isneginf(c(1, -Inf, Inf)), c(1, -Inf, Inf) == -Inf, tolerance = 1e-5)
+  expect_tensor(
+    op_isneginf(c(1, -Inf, Inf)),
+    c(1, -Inf, Inf) == -Inf,
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_isposinf() gives the expected values", {
   skip_if_no_backend()
-  expect_tensor(op_isposinf(c(1, -Inf, Inf)), c(1, -Inf, Inf) == Inf, tolerance = 1e-5)
+  expect_tensor(
+    op_isposinf(c(1, -Inf, Inf)),
+    c(1, -Inf, Inf) == Inf,
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_isreal() matches base R", {
@@ -143,7 +174,11 @@ test_that("op_lcm() gives least common multiples", {
 
 test_that("op_ldexp() gives the expected values", {
   skip_if_no_backend()
-  expect_tensor(op_ldexp(c(1, 3), c(2L, 1L)), c(1, 3) * 2^c(2, 1), tolerance = 1e-5)
+  expect_tensor(
+    op_ldexp(c(1, 3), c(2L, 1L)),
+    c(1, 3) * 2^c(2, 1),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_logaddexp2() matches base R", {
@@ -153,12 +188,20 @@ test_that("op_logaddexp2() matches base R", {
 
 test_that("op_nanargmax() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nanargmax(c(1, NaN, 3)), which.max(c(1, NaN, 3)), tolerance = 1e-5)
+  expect_tensor(
+    op_nanargmax(c(1, NaN, 3)),
+    which.max(c(1, NaN, 3)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nanargmin() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nanargmin(c(1, NaN, 3)), which.min(c(1, NaN, 3)), tolerance = 1e-5)
+  expect_tensor(
+    op_nanargmin(c(1, NaN, 3)),
+    which.min(c(1, NaN, 3)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nancumprod() gives the expected values", {
@@ -173,37 +216,65 @@ test_that("op_nancumsum() gives the expected values", {
 
 test_that("op_nanmax() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nanmax(c(1, NaN, 3)), max(c(1, NaN, 3), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_nanmax(c(1, NaN, 3)),
+    max(c(1, NaN, 3), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nanmean() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nanmean(c(1, NaN, 3)), mean(c(1, NaN, 3), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_nanmean(c(1, NaN, 3)),
+    mean(c(1, NaN, 3), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nanmedian() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nanmedian(c(1, NaN, 3)), median(c(1, NaN, 3), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_nanmedian(c(1, NaN, 3)),
+    median(c(1, NaN, 3), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nanmin() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nanmin(c(1, NaN, 3)), min(c(1, NaN, 3), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_nanmin(c(1, NaN, 3)),
+    min(c(1, NaN, 3), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nanpercentile() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nanpercentile(c(1, NaN, 3), 50), median(c(1, NaN, 3), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_nanpercentile(c(1, NaN, 3), 50),
+    median(c(1, NaN, 3), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nanprod() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nanprod(c(1, NaN, 3)), prod(c(1, NaN, 3), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_nanprod(c(1, NaN, 3)),
+    prod(c(1, NaN, 3), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nanquantile() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nanquantile(c(1, NaN, 3), 0.5), median(c(1, NaN, 3), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_nanquantile(c(1, NaN, 3), 0.5),
+    median(c(1, NaN, 3), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nanstd() gives the expected values", {
@@ -213,7 +284,11 @@ test_that("op_nanstd() gives the expected values", {
 
 test_that("op_nansum() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_nansum(c(1, NaN, 3)), sum(c(1, NaN, 3), na.rm = TRUE), tolerance = 1e-5)
+  expect_tensor(
+    op_nansum(c(1, NaN, 3)),
+    sum(c(1, NaN, 3), na.rm = TRUE),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_nanvar() gives the expected values", {
@@ -231,27 +306,47 @@ test_that("op_nextafter() moves at most one float towards x2", {
 
 test_that("op_percentile() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_percentile(c(1, 2, 3, 4), 50), unname(quantile(c(1, 2, 3, 4), 0.5)), tolerance = 1e-5)
+  expect_tensor(
+    op_percentile(c(1, 2, 3, 4), 50),
+    unname(quantile(c(1, 2, 3, 4), 0.5)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_ptp() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_ptp(m23, axis = 2), apply(m23, 1, function(r) diff(range(r))), tolerance = 1e-5)
+  expect_tensor(
+    op_ptp(m23, axis = 2),
+    apply(m23, 1, function(r) diff(range(r))),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_rad2deg() gives the expected values", {
   skip_if_no_backend()
-  expect_tensor(op_rad2deg(c(pi, pi / 2)), c(pi, pi / 2) * 180 / pi, tolerance = 1e-5)
+  expect_tensor(
+    op_rad2deg(c(pi, pi / 2)),
+    c(pi, pi / 2) * 180 / pi,
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_sinc() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_sinc(c(0, 0.5)), c(1, sin(pi * 0.5) / (pi * 0.5)), tolerance = 1e-5)
+  expect_tensor(
+    op_sinc(c(0, 0.5)),
+    c(1, sin(pi * 0.5) / (pi * 0.5)),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_trapezoid() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_trapezoid(c(1, 2, 3)), sum(diff(1:3) * (c(1, 2, 3)[-1] + c(1, 2, 3)[-3]) / 2), tolerance = 1e-5)
+  expect_tensor(
+    op_trapezoid(c(1, 2, 3)),
+    sum(diff(1:3) * (c(1, 2, 3)[-1] + c(1, 2, 3)[-3]) / 2),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_true_divide() matches base R", {
@@ -261,17 +356,29 @@ test_that("op_true_divide() matches base R", {
 
 test_that("op_unique() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_unique(c(3, 1, 3, 2)), sort(unique(c(3, 1, 3, 2))), tolerance = 1e-5)
+  expect_tensor(
+    op_unique(c(3, 1, 3, 2)),
+    sort(unique(c(3, 1, 3, 2))),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_vander() matches base R", {
   skip_if_no_backend()
-  expect_tensor(op_vander(c(1, 2, 3)), outer(c(1, 2, 3), 2:0, `^`), tolerance = 1e-5)
+  expect_tensor(
+    op_vander(c(1, 2, 3)),
+    outer(c(1, 2, 3), 2:0, `^`),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_view() reinterprets the bits", {
   skip_if_no_backend()
-  expect_tensor(op_view(op_convert_to_tensor(c(1, 2), "float32"), "int32"), c(1065353216, 1073741824), tolerance = 1e-5)
+  expect_tensor(
+    op_view(op_convert_to_tensor(c(1, 2), "float32"), "int32"),
+    c(1065353216, 1073741824),
+    tolerance = 1e-5
+  )
 })
 
 test_that("op_vsplit() splits before a 1-based row", {

@@ -1,7 +1,7 @@
 # customgrad in a keras3 user's session: attach orders, keras3's model API,
 # keras3's dtypes, and keras3's functions inside f and grad.
 
-# --- Attach orders (each in a fresh R process on this backend) ---------------
+# --- Attach orders (each in a fresh R process on this backend) ----------------
 
 test_that("library(keras3) then library(customgrad): customgrad's op_custom_gradient", {
   skip_if_no_callr()
@@ -95,7 +95,7 @@ test_that("a Keras variable and a tensor find one and the same method", {
   expect_equal(as.vector(as.array(f(x))), c(-3, 6, -9))
 })
 
-# --- keras3's model API --------------------------------------------------------
+# --- keras3's model API -------------------------------------------------------
 
 test_that("a sequential model with a custom-gradient Lambda layer trains", {
   skip_if_no_backend()
@@ -178,7 +178,7 @@ test_that("a gradient scaled by 2 doubles the step below it", {
   expect_equal(b$step[[4]], a$step[[4]], tolerance = 1e-4)
 })
 
-# --- dtypes --------------------------------------------------------------------
+# --- dtypes -------------------------------------------------------------------
 
 test_that("R inputs get the dtype keras3's op_convert_to_tensor() gives them", {
   skip_if_no_backend()
@@ -216,7 +216,7 @@ test_that("results mix with keras3's tensors in op_*() and R arithmetic", {
   expect_equal(as.vector(as.array(reference * y)), c(1, 4))
 })
 
-# --- keras3's functions inside f and grad ----------------------------------------
+# --- keras3's functions inside f and grad -------------------------------------
 
 test_that("keras3's op_*() and R arithmetic work inside f and grad", {
   skip_if_no_backend()

@@ -2,7 +2,7 @@
 
 test_that("on JAX, model$export() works and serves the same predictions", {
   skip_if_no_backend()
-  expect_export_serves_predictions()
+  expect_export_predicts_same()
 })
 
 test_that("on JAX, training runs data-parallel over two devices, R only while tracing", {

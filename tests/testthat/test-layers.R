@@ -60,7 +60,7 @@ test_that("it composes with Sequential models, layer_lambda() and Model subclass
   losses <- fit_losses(sequential, data)
   expect_lt(losses[[3]], losses[[1]])
 
-  Subclassed <- Model(
+  Subclassed <- Model( # nolint: object_name_linter. keras3 names classes so.
     "Subclassed",
     initialize = function(f, ...) {
       super$initialize(...)

@@ -217,7 +217,7 @@ test_that("a large tensor prints its corners in at most 20 lines", {
     out[grepl("^, ,", out)],
     c(", , 1", ", , ... (28 more matrices)", ", , 30")
   )
-  # row-major: a[i, j, k] = 1200 * (i - 1) + 30 * (j - 1) + k
+  # Row-major: element [i, j, k] holds 1200 * (i - 1) + 30 * (j - 1) + k.
   value <- function(i, j, k) 1200 * (i - 1) + 30 * (j - 1) + k
   expect_corner_row(out[1:9], "[1,]", value(1, c(1:3, 38:40), 1))
   expect_corner_row(out[10:16], "[50,]", value(50, c(1:3, 38:40), 30))
