@@ -40,9 +40,10 @@
 #'   `...` and `upstream` by name.
 #' * `function(..., upstream)`: PyTorch style, called with `f`'s inputs and
 #'   `upstream`.
-#' * With an argument `variables` besides these (TensorFlow): when `f` reads TensorFlow
-#'   variables it did not get as inputs, `grad` is called with `variables = `
-#'   those variables and returns `list(input_gradients, variable_gradients)`.
+#' * With an argument `variables` besides these (TensorFlow): when `f` reads
+#'   TensorFlow variables it did not get as inputs, `grad` is called with
+#'   `variables = ` those variables and returns
+#'   `list(input_gradients, variable_gradients)`.
 #'
 #' Arguments that are R doubles (numbers, vectors, arrays) become tensors
 #' through keras3's [keras3::op_convert_to_tensor()], with the dtype keras3

@@ -2,9 +2,9 @@
 #'
 #' Creates a Python virtual environment at [python_env_path()] with
 #' [reticulate::virtualenv_create()] and installs Keras 3 with the chosen
-#' backends ([reticulate::virtualenv_install()]), at versions checked to work together
-#' (listed in `system.file("python", "requirements.txt", package =
-#' "customgrad")`). Running it again is quick: an environment that already
+#' backends ([reticulate::virtualenv_install()]), at versions checked to
+#' work together (listed in `system.file("python", "requirements.txt",
+#' package = "customgrad")`). Running it again is quick: an environment that already
 #' has these versions is left alone. Restart R afterwards if Python was
 #' already running in this session.
 #'
