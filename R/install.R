@@ -5,8 +5,8 @@
 #' backends ([reticulate::virtualenv_install()]), at versions checked to
 #' work together (listed in `system.file("python", "requirements.txt",
 #' package = "customgrad")`). Running it again is quick: an environment
-#' that already has these versions is left alone. Restart R afterwards if Python was
-#' already running in this session.
+#' that already has these versions is left alone. Restart R afterwards if
+#' Python was already running in this session.
 #'
 #' @param backends Backends to install, any of `"tensorflow"`, `"jax"` and
 #'   `"torch"`.
