@@ -2,6 +2,8 @@
 #'
 #' Write a custom gradient once, in R, with [op_custom_gradient()], and use
 #' it on the TensorFlow, JAX and PyTorch backends of Keras 3.
+#' `vignette("troubleshooting")` gathers the common errors, what they mean
+#' and how to fix them; [customgrad-errors] lists every error class.
 #'
 #' @section Built on keras3:
 #' `library(customgrad)` attaches keras3: its `op_*()` functions, `tuple()`,

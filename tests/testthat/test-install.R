@@ -46,7 +46,8 @@ test_that("the vignettes are installed with the package", {
       "custom-gradients",
       "from-zero",
       "gradients",
-      "training"
+      "training",
+      "troubleshooting"
     )
   )
 })
