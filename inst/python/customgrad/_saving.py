@@ -15,7 +15,7 @@ import operator
 import keras
 import numpy as np
 
-from customgrad import _program, _trace
+from customgrad import _keras_internals, _program, _trace
 from customgrad._structure import LEAF, Spec, Static
 
 _NATIVE_NAMES = {operator.add: "add", operator.sub: "sub", operator.mul: "mul",
@@ -144,10 +144,8 @@ def _save_step(step):
     if fn in _NATIVE_NAMES:
         op = {"native": _NATIVE_NAMES[fn]}
     else:
-        operation = getattr(fn, "__self__", None)
-        if not isinstance(operation, keras.Operation) or isinstance(
-            operation, keras.Layer
-        ):
+        operation = _keras_internals.operation_of(fn)
+        if operation is None:
             raise NotPortable("a step that is not a Keras operation")
         op = {"operation": _save_operation(operation)}
     args = list(step.args)
@@ -174,7 +172,8 @@ def _load_step(data):
     if "native" in data:
         fn = _NATIVE_FNS[data["native"]]
     else:
-        fn = keras.saving.deserialize_keras_object(data["operation"]).call
+        operation = keras.saving.deserialize_keras_object(data["operation"])
+        fn = _keras_internals.eager_call(operation)
     args = [_load_value(a) for a in data["args"]]
     kwargs = {k: _load_value(v) for k, v in data["kwargs"].items()}
     slot_args = []

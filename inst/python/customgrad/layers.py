@@ -16,9 +16,9 @@ Importing this module registers the layer with Keras.
 """
 
 import keras
-from keras.src.utils.naming import auto_name
 
 from customgrad import _backend, _bridge, _keras_hook, _saving, _trace
+from customgrad._keras_internals import auto_name
 from customgrad.errors import FunctionNotFoundError, find_error
 
 
@@ -97,9 +97,7 @@ def _registered(name):
     """The object registered or in ``custom_objects`` under ``name`` (also
     as ``package>name``, the way keras3's ``register_keras_serializable()``
     registers it)."""
-    from keras.src.saving import object_registration
-
-    found = object_registration.get_registered_object(name)
+    found = keras.saving.get_registered_object(name)
     if found is not None:
         return found
     for key, obj in keras.saving.get_custom_objects().items():
