@@ -124,7 +124,7 @@ new_custom_gradient_layer <- function(
   if (is.null(object)) {
     return(layer)
   }
-  if (inherits(object, "keras.src.models.sequential.Sequential")) {
+  if (inherits(object, keras_sequential_class)) {
     object$add(layer)
     return(invisible(object))
   }
