@@ -272,7 +272,11 @@ test_that("saved traces carry their format; other formats fail with a classed er
   expect_match(conditionMessage(err), "was saved by a newer customgrad")
   expect_match(
     conditionMessage(err),
-    sprintf("trace format %d; this customgrad reads format %d", format + 1L, format)
+    sprintf(
+      "trace format %d; this customgrad reads format %d",
+      format + 1L,
+      format
+    )
   )
   expect_match(conditionMessage(err), "Upgrade customgrad to load it")
   expect_match(
