@@ -8,8 +8,9 @@ and ``grad``'s gradients and writes two flat lists of calls over numbered
 slots: the forward program (inputs to value) and the backward program
 (upstream and the forward slots it reads to the gradients).  Running a
 program is a loop of backend calls, each operation's eager body (see
-``_keras_internals``), which is what ``keras.ops`` runs eagerly too; Keras' own ``Function`` costs several times
-more per call for its generality.
+``_keras_internals``), which is what ``keras.ops`` runs eagerly too;
+Keras' own ``Function`` costs several times more per call for its
+generality.
 """
 
 import operator
