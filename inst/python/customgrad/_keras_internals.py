@@ -11,6 +11,11 @@ one against the installed Keras: a Keras release that changes one fails
 there, naming the internal and the Keras version, not deep inside a replay.
 No other module of the package imports from ``keras.src`` or reads a
 private attribute of a Keras object (a test checks that too).
+
+Saved traces name each operation by its Keras config, whose module is
+under ``keras.src`` (``keras.src.ops.numpy``); ``keras.saving`` resolves
+it.  A trace saved with Keras 3.15 is kept as a fixture that must still
+load (``tests/test_layers.py``).
 """
 
 import collections
