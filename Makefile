@@ -20,7 +20,7 @@ COVERAGE_BACKENDS := tensorflow
 #  - none yet.
 ALLOWED_NOTES :=
 
-.PHONY: setup demo test check lint coverage site site-check bench soak pythons clean
+.PHONY: setup demo test test-keras-previous check lint coverage site site-check bench soak pythons clean
 
 setup: $(SETUP)/docs.stamp
 
@@ -58,6 +58,14 @@ demo: setup
 
 test: setup
 	Rscript tools/run-tests.R $(BACKENDS)
+
+# pytest on every backend, and the R tests of saving, tracing and Keras
+# internals, against the previous Keras minor release, in an environment of
+# its own under .setup (tools/test-keras-previous.sh); not part of `make test`.
+KERAS_PREVIOUS := 3.14.1
+
+test-keras-previous: setup
+	tools/test-keras-previous.sh $(KERAS_PREVIOUS) $(SETUP)/keras-$(KERAS_PREVIOUS) $(BACKENDS)
 
 check: setup
 	Rscript tools/check.R $(ALLOWED_NOTES)

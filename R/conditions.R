@@ -61,6 +61,7 @@ error_classes <- c(
   python_version = "The Python given to `install_customgrad()` is too old.",
   install_failed = "A step of `install_customgrad()` failed.",
   load_function = "A loaded custom-gradient layer can't find its function, and its saved traces don't serve the call.",
+  load_format = "A loaded custom-gradient layer would run on its saved traces, and they have a format this customgrad doesn't read: saved by a newer customgrad, or by an older one than it still reads.",
   thread = "A custom-gradient function was called from a Python thread other than the main one, where R can't run.",
   f = "The backend raised an error while `f` ran (wrong input types, say); the backend's error is the parent, and its Python classes stay among the error's.",
   grad = "The backend raised an error while the gradient function ran; the backend's error is the parent, and its Python classes stay among the error's.",
@@ -260,6 +261,30 @@ python_error_message <- function(class, d) {
       } else {
         "Pass it to {.fn load_model}: {.code custom_objects = list({d$`function`} = <function>)}, or register it once with {.code register_keras_serializable({d$`function`}, name = \"{d$`function`}\")}."
       }
+    ),
+    load_format = c(
+      switch(
+        d$reason,
+        newer = "The custom-gradient layer {.val {d$layer}} was saved by a newer customgrad.",
+        older = "The custom-gradient layer {.val {d$layer}} was saved by an older customgrad.",
+        "The custom-gradient layer {.val {d$layer}} has saved traces of an unknown format."
+      ),
+      "x" = "Its traces have format {.val {d$format}}; this customgrad reads {d$reads}.",
+      "i" = paste0(
+        switch(
+          d$reason,
+          newer = "Upgrade customgrad to load it",
+          older = "Load it with the customgrad version that saved it",
+          "Save the model again where it was made"
+        ),
+        if (!is.null(d$`function`)) {
+          ", or pass its function to {.fn load_model} ({.code custom_objects = list({d$`function`} = <function>)})"
+        },
+        if (!is.null(d$`function`) && identical(d$reason, "older")) {
+          " and save the model again with this customgrad"
+        },
+        "."
+      )
     ),
     thread = c(
       "A custom-gradient function was called on the Python thread {.val {d$thread}}.",

@@ -47,6 +47,13 @@
 #' something that can't be saved (a captured Keras variable), is an error of
 #' class `customgrad_error_load_function` saying which function to supply.
 #'
+#' Each saved trace carries the number of its format. Traces saved by a
+#' newer customgrad in a format this one doesn't read (or by an older one
+#' than it still reads) are an error of class `customgrad_error_load_format`
+#' when the model would run on them: upgrade customgrad, or load the model
+#' with its function in `custom_objects`, which stands in for the traces
+#' (saving the model again then writes this customgrad's format).
+#'
 #' @param object What to compose the layer with: a Sequential model (the
 #'   layer is added to it), a tensor (the layer is called on it), or missing
 #'   (the layer is returned), as in keras3's `layer_*()` functions.
@@ -126,7 +133,7 @@ new_custom_gradient_layer <- function(
   if (is.null(object)) {
     return(layer)
   }
-  if (inherits(object, "keras.src.models.sequential.Sequential")) {
+  if (inherits(object, keras_sequential_class)) {
     object$add(layer)
     return(invisible(object))
   }

@@ -13,17 +13,8 @@
 # The classes that get the methods: JAX arrays and tracers, torch tensors.
 tensor_classes <- c("jax.Array", "jax._src.core.Tracer", "torch.Tensor")
 
-# Keras variables of the JAX and PyTorch backends get the very same Ops and
-# Math methods (and nothing else: they keep reticulate's printing). On R <
-# 4.3, an operator whose two operands find different methods warns
-# "Incompatible methods" and falls back to R's internal one unless the two
-# methods are identical(): `w * tracer` in a constraint needs one method for
-# both. TensorFlow variables are "tensorflow.tensor" first and find
-# tensorflow R's methods, as TensorFlow tensors do.
-keras_variable_classes <- c(
-  "keras.src.backend.jax.core.JaxVariable",
-  "keras.src.backend.torch.core.Variable"
-)
+# Keras variables of the JAX and PyTorch backends get the same Ops and Math
+# methods: see keras_variable_classes (keras-internals.R).
 
 # --- Ops ---------------------------------------------------------------------
 

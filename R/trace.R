@@ -168,8 +168,6 @@ warn_retrace <- function(count) {
 
 # --- Keras symbolic tensors --------------------------------------------------
 
-keras_tensor_class <- "keras.src.backend.common.keras_tensor.KerasTensor"
-
 # R methods for KerasTensor: the tensor methods that compute (Ops, Math,
 # Summary, ...; see tensor-ops.R), and, for the generics that read a value,
 # methods that make the read a failed trace while tracing and otherwise

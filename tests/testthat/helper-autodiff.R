@@ -41,13 +41,10 @@ float64_state <- function() {
   } else {
     NA
   }
-  dtypes <- reticulate::import(
-    "keras.src.backend.common.dtypes",
-    convert = FALSE
-  )
+  internals <- customgrad:::customgrad_py("_keras_internals")
   list(
     jax_x64 = jax_x64,
-    promotion = reticulate::py_to_r(dtypes$BIT64_TO_BIT32_DTYPE$get("float64")),
+    promotion = internals$float64_promotion(),
     floatx = op_dtype(op_convert_to_tensor(0.5))
   )
 }

@@ -141,6 +141,17 @@ error_triggers <- list(
       reason = "no_traces"
     )
   },
+  load_format = function() {
+    raise_python_error(
+      "SavedFormatError",
+      `function` = "log1pexp",
+      layer = "custom_gradient",
+      reason = "newer",
+      format = 2L,
+      oldest = 1L,
+      newest = 1L
+    )
+  },
   thread = function() raise_python_error("ThreadError", thread = "worker"),
   # The backend's own errors in f and grad (their messages are the
   # backend's: a snapshot per backend).

@@ -105,3 +105,43 @@ expect_export_predicts_same <- function() {
     tolerance = 1e-6
   )
 }
+
+# A copy of the saved model at `path` (a .keras file: a zip whose
+# config.json holds each layer's config, customgrad's saved traces among
+# them) with every saved trace's format number set to `format` (NULL: no
+# number, as customgrad 0.1.0 saved them); deleted when `env` ends.
+local_trace_format <- function(path, format, env = parent.frame()) {
+  out <- withr::local_tempfile(fileext = ".keras", .local_envir = env)
+  main <- reticulate::py_run_string(
+    paste(
+      "def _cg_set_trace_format(path, out, format):",
+      "    import json, zipfile",
+      "    with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, 'w') as dst:",
+      "        for item in src.infolist():",
+      "            data = src.read(item.filename)",
+      "            if item.filename == 'config.json':",
+      "                config = json.loads(data)",
+      "                for layer in config['config']['layers']:",
+      "                    for trace in layer['config'].get('traces', []):",
+      "                        trace.pop('format', None)",
+      "                        if format is not None:",
+      "                            trace['format'] = format",
+      "                data = json.dumps(config)",
+      "            dst.writestr(item, data)",
+      sep = "\n"
+    ),
+    local = TRUE
+  )
+  main$`_cg_set_trace_format`(path, out, format)
+  out
+}
+
+# The format numbers of the saved traces in the model at `path`.
+saved_trace_formats <- function(path) {
+  config <- reticulate::import("json")$loads(
+    reticulate::import("zipfile")$ZipFile(path)$read("config.json")
+  )
+  unlist(lapply(config$config$layers, function(layer) {
+    lapply(layer$config$traces, function(trace) trace$format)
+  }))
+}

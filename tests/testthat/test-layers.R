@@ -250,3 +250,56 @@ test_that("a load that can't find the function is a classed error saying what to
   )
   expect_match(conditionMessage(err), "don't serve inputs of this shape")
 })
+
+test_that("saved traces carry their format; other formats fail with a classed error saying what to do", {
+  skip_if_no_backend()
+  log1pexp <- counted_log1pexp(new.env())
+  model <- three_layer_model(\(x) layer_custom_gradient(x, log1pexp))
+  path <- withr::local_tempfile(fileext = ".keras")
+  save_model(model, path)
+  format <- customgrad:::customgrad_py("_saving")$FORMAT
+  expect_identical(saved_trace_formats(path), format)
+  x <- matrix(seq(-1, 1, length.out = 6), ncol = 3)
+  expected <- predict(model, x, verbose = 0)
+
+  # customgrad 0.1.0 saved the same format without a number.
+  loaded <- load_model(local_trace_format(path, NULL))
+  expect_equal(predict(loaded, x, verbose = 0), expected, tolerance = 1e-6)
+
+  newer <- local_trace_format(path, format + 1L)
+  err <- expect_error(load_model(newer), class = "customgrad_error_load_format")
+  expect_s3_class(err, "customgrad_error")
+  expect_match(conditionMessage(err), "was saved by a newer customgrad")
+  expect_match(
+    conditionMessage(err),
+    sprintf(
+      "trace format %d; this customgrad reads format %d",
+      format + 1L,
+      format
+    )
+  )
+  expect_match(conditionMessage(err), "Upgrade customgrad to load it")
+  expect_match(
+    conditionMessage(err),
+    "custom_objects = list(log1pexp = <function>)",
+    fixed = TRUE
+  )
+
+  older <- local_trace_format(path, 0L)
+  err <- expect_error(load_model(older), class = "customgrad_error_load_format")
+  expect_match(conditionMessage(err), "was saved by an older customgrad")
+  expect_match(
+    conditionMessage(err),
+    "Load it with the customgrad version that saved it"
+  )
+  expect_match(conditionMessage(err), "save it again with this customgrad")
+
+  # The function, passed, stands in for the traces: the model loads, and
+  # saved again, its traces have this customgrad's format.
+  loaded <- load_model(older, custom_objects = list(log1pexp = log1pexp))
+  expect_equal(predict(loaded, x, verbose = 0), expected, tolerance = 1e-6)
+  resaved <- withr::local_tempfile(fileext = ".keras")
+  save_model(loaded, resaved)
+  expect_identical(saved_trace_formats(resaved), format)
+  expect_no_error(load_model(resaved))
+})

@@ -88,9 +88,8 @@ def make_callable(core, adapter):
     ``_trace.Traced``) on ``adapter``'s backend; see :func:`custom_gradient`
     for its attributes, and ``output_spec(*args)``, its value's symbolic
     tensors for symbolic ``args``."""
-    from keras.src.backend import any_symbolic_tensors
-
     from customgrad import _memory, _operation
+    from customgrad._keras_internals import any_symbolic_tensors
 
     differentiable = adapter.custom_gradient(core)
     operation = _operation.CustomGradientOp(differentiable, core)

@@ -348,21 +348,3 @@ def pack(spec, leaves):
     """Put flat leaves back into ``spec``'s nest."""
     return unflatten(spec, leaves)
 
-
-def float64_promotion_off():
-    """Stop Keras' type promotion from turning float64 results into float32
-    (it does on JAX and PyTorch, to match JAX's default); return what
-    :func:`restore_float64_promotion` needs."""
-    from keras.src.backend.common import dtypes
-
-    previous = dtypes.BIT64_TO_BIT32_DTYPE.get("float64")
-    dtypes.BIT64_TO_BIT32_DTYPE["float64"] = "float64"
-    return previous
-
-
-def restore_float64_promotion(previous):
-    """Undo :func:`float64_promotion_off`."""
-    from keras.src.backend.common import dtypes
-
-    if previous is not None:
-        dtypes.BIT64_TO_BIT32_DTYPE["float64"] = previous

@@ -11,7 +11,7 @@ import contextlib
 import jax
 from jax import lax
 
-from customgrad import _bridge
+from customgrad import _bridge, _keras_internals
 
 FILL_NONE = True
 # jax.jit traces R once per signature.
@@ -105,7 +105,7 @@ def no_grad():
 def enable_float64():
     """Turn on ``jax_enable_x64`` and keep float64 results float64."""
     previous = {
-        "promotion": _bridge.float64_promotion_off(),
+        "promotion": _keras_internals.float64_promotion_off(),
         "x64": bool(jax.config.jax_enable_x64),
     }
     jax.config.update("jax_enable_x64", True)
@@ -114,7 +114,7 @@ def enable_float64():
 
 def restore_float64(previous):
     """Undo :func:`enable_float64`."""
-    _bridge.restore_float64_promotion(previous["promotion"])
+    _keras_internals.restore_float64_promotion(previous["promotion"])
     jax.config.update("jax_enable_x64", previous["x64"])
 
 

@@ -11,9 +11,9 @@ by signature: the lookup could find the trace that recorded the call.
 """
 
 import keras
-from keras.src.backend import compute_output_spec
 
 from customgrad import _trace
+from customgrad._keras_internals import compute_output_spec, symbolic_call
 from customgrad._structure import flatten
 
 
@@ -64,7 +64,7 @@ def record(operation, adapter, args):
     if not isinstance(core, _trace.Traced) or not all(
         isinstance(x, keras.KerasTensor) for x in leaves
     ):
-        return operation.symbolic_call(*args)
+        return symbolic_call(operation, *args)
     entry = core.bind(leaves, in_spec)
     bound = _trace.Bound(core, entry)
-    return _BoundOp(adapter.custom_gradient(bound), bound, entry).symbolic_call(*args)
+    return symbolic_call(_BoundOp(adapter.custom_gradient(bound), bound, entry), *args)

@@ -7,9 +7,10 @@ outputs).  :func:`compile_programs` walks those nodes back from ``f``'s value
 and ``grad``'s gradients and writes two flat lists of calls over numbered
 slots: the forward program (inputs to value) and the backward program
 (upstream and the forward slots it reads to the gradients).  Running a
-program is a loop of backend calls, ``operation.call(*args)``, which is what
-``keras.ops`` runs eagerly too; Keras' own ``Function`` costs several times
-more per call for its generality.
+program is a loop of backend calls, each operation's eager body (see
+``_keras_internals``), which is what ``keras.ops`` runs eagerly too;
+Keras' own ``Function`` costs several times more per call for its
+generality.
 """
 
 import operator
@@ -17,16 +18,17 @@ import operator
 import keras
 from keras import KerasTensor
 
+from customgrad import _keras_internals
+
 # Keras' elementwise arithmetic, replayed with the tensors' own operators
 # where the trace shows the result is the same (see _native_arithmetic()):
 # they skip Keras' argument conversion and dtype resolution, which costs
 # more than the operation on small tensors.
 _NATIVE = {
-    "Add": operator.add,
-    "Subtract": operator.sub,
-    "Multiply": operator.mul,
-    "Divide": operator.truediv,
-    "TrueDivide": operator.truediv,
+    "add": operator.add,
+    "subtract": operator.sub,
+    "multiply": operator.mul,
+    "divide": operator.truediv,
 }
 
 
@@ -189,14 +191,14 @@ def _collect_slots(arg, found):
             _collect_slots(a, found)
 
 
-def _node_of(x):
-    history = getattr(x, "_keras_history", None)
-    if history is None or history.operation is None:
+def _call_of(x):
+    call = _keras_internals.producing_call(x)
+    if call is None:
         raise GraphError(
             "A symbolic tensor in the result does not come from the inputs "
             "of `f` (a tensor from another model or trace?)."
         )
-    return history.operation._inbound_nodes[history.node_index]
+    return call
 
 
 def _compile(leaves, slots):
@@ -209,30 +211,32 @@ def _compile(leaves, slots):
         x, ready = stack.pop()
         if id(x) in slots and not ready:
             continue
-        node = _node_of(x)
-        if id(node) in done:
+        call = _call_of(x)
+        if call.key in done:
             continue
         if ready:
-            steps.append(_step(node, slots))
-            done.add(id(node))
+            steps.append(_step(call, slots))
+            done.add(call.key)
             continue
         stack.append((x, True))
-        for arg in reversed(node.arguments.keras_tensors):
+        for arg in reversed(call.inputs):
             if id(arg) not in slots:
                 stack.append((arg, False))
     return steps
 
 
-def _step(node, slots):
-    for out in node.outputs:
+def _step(call, slots):
+    for out in call.outputs:
         slots[id(out)] = len(slots)
-    operation = node.operation
+    operation = call.operation
     # Layers go through __call__ (building, masking); plain operations run
     # their eager body directly, as keras.ops does outside a trace.
-    fn = operation if isinstance(operation, keras.Layer) else operation.call
-    fn = _native_arithmetic(node) or fn
-    args = list(node.arguments.args)
-    kwargs = dict(node.arguments.kwargs)
+    if isinstance(operation, keras.Layer):
+        fn = operation
+    else:
+        fn = _native_arithmetic(call) or _keras_internals.eager_call(operation)
+    args = list(call.args)
+    kwargs = dict(call.kwargs)
     slot_args = []
     nested = False
     for i, a in enumerate(args):
@@ -250,19 +254,19 @@ def _step(node, slots):
         for i, slot in slot_args:
             args[i] = _Slot(slot)
         slot_args = []
-    outputs = [slots[id(out)] for out in node.outputs]
+    outputs = [slots[id(out)] for out in call.outputs]
     return Step(fn, tuple(args), kwargs, slot_args, nested, outputs)
 
 
-def _native_arithmetic(node):
+def _native_arithmetic(call):
     """The Python operator for an elementwise Add/Subtract/Multiply/Divide
     whose operands are floating tensors of one dtype, or one floating tensor
     and a Python number: there every backend's operator gives what Keras
     gives (the tensor's dtype, weak-typed numbers), so Keras' conversions
     can be skipped.  None otherwise."""
-    native = _NATIVE.get(type(node.operation).__name__)
-    args = node.arguments.args
-    if native is None or node.arguments.kwargs or len(args) != 2:
+    native = _NATIVE.get(_keras_internals.arithmetic(call.operation))
+    args = call.args
+    if native is None or call.kwargs or len(args) != 2:
         return None
     dtypes = [a.dtype for a in args if isinstance(a, KerasTensor)]
     numbers = [
@@ -273,7 +277,7 @@ def _native_arithmetic(node):
         return None
     if len(set(dtypes)) != 1 or not dtypes[0].startswith(("float", "bfloat")):
         return None
-    out = node.outputs[0]
+    out = call.outputs[0]
     if out.dtype != dtypes[0]:
         return None
     return native

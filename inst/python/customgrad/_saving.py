@@ -8,6 +8,11 @@ arrays.  :func:`load_trace` makes the trace again, in any process with
 Keras and this module, R or not.  A trace that holds something that can't
 be written so (a Keras variable the function captured, a layer, a Python
 object) is not saved; the function is then needed to load the model.
+
+Each saved trace carries the number of its format (:data:`FORMAT`).
+:func:`format_problem` tells whether this customgrad reads a trace: it
+reads every format from :data:`OLDEST_FORMAT` to :data:`FORMAT`; a trace
+without a number was saved by customgrad 0.1.0, in format 1.
 """
 
 import operator
@@ -15,12 +20,23 @@ import operator
 import keras
 import numpy as np
 
-from customgrad import _program, _trace
+from customgrad import _keras_internals, _program, _trace
 from customgrad._structure import LEAF, Spec, Static
 
 _NATIVE_NAMES = {operator.add: "add", operator.sub: "sub", operator.mul: "mul",
                  operator.truediv: "truediv"}  # fmt: skip
 _NATIVE_FNS = {name: fn for fn, name in _NATIVE_NAMES.items()}
+
+
+# The format saved traces are written in.  It changes when traces are
+# written so that an older customgrad can't read them (a new kind of step,
+# a field renamed or given a new meaning); a field that an older customgrad
+# can ignore leaves it as it is.  Formats from OLDEST_FORMAT to FORMAT are
+# read; raising OLDEST_FORMAT drops the reading of older ones.
+FORMAT = 1
+OLDEST_FORMAT = 1
+# The format of traces saved with no number (customgrad 0.1.0).
+_UNNUMBERED_FORMAT = 1
 
 
 class NotPortable(Exception):
@@ -48,6 +64,7 @@ def save_trace(entry):
     """One trace as data; :class:`NotPortable` if it can't be."""
     c = entry.compiled
     return {
+        "format": FORMAT,
         "nesting": _save_spec(entry.nesting),
         "inputs": [_save_tensor_spec(s) for s in entry.input_specs],
         "value": _save_spec(entry.spec),
@@ -62,6 +79,29 @@ def save_trace(entry):
         "grad_leaves": [_save_leaf(x) for x in c.grads],
         "saved": list(c.saved),
     }
+
+
+def trace_format(data):
+    """The format number of saved trace ``data`` (None if it is not a
+    saved trace at all)."""
+    if not isinstance(data, dict):
+        return None
+    return data.get("format", _UNNUMBERED_FORMAT)
+
+
+def format_problem(data):
+    """Why this customgrad can't read saved trace ``data``: "newer" (a
+    format a newer customgrad wrote), "older" (one older than
+    :data:`OLDEST_FORMAT`) or "unknown" (not a format number); None if it
+    reads it."""
+    number = trace_format(data)
+    if not isinstance(number, int) or isinstance(number, bool):
+        return "unknown"
+    if number > FORMAT:
+        return "newer"
+    if number < OLDEST_FORMAT:
+        return "older"
+    return None
 
 
 def load_trace(data, fill_none):
@@ -144,10 +184,8 @@ def _save_step(step):
     if fn in _NATIVE_NAMES:
         op = {"native": _NATIVE_NAMES[fn]}
     else:
-        operation = getattr(fn, "__self__", None)
-        if not isinstance(operation, keras.Operation) or isinstance(
-            operation, keras.Layer
-        ):
+        operation = _keras_internals.operation_of(fn)
+        if operation is None:
             raise NotPortable("a step that is not a Keras operation")
         op = {"operation": _save_operation(operation)}
     args = list(step.args)
@@ -174,7 +212,8 @@ def _load_step(data):
     if "native" in data:
         fn = _NATIVE_FNS[data["native"]]
     else:
-        fn = keras.saving.deserialize_keras_object(data["operation"]).call
+        operation = keras.saving.deserialize_keras_object(data["operation"])
+        fn = _keras_internals.eager_call(operation)
     args = [_load_value(a) for a in data["args"]]
     kwargs = {k: _load_value(v) for k, v in data["kwargs"].items()}
     slot_args = []

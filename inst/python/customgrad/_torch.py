@@ -15,7 +15,7 @@ import contextlib
 
 import torch
 
-from customgrad import _bridge
+from customgrad import _bridge, _keras_internals
 
 FILL_NONE = False
 # PyTorch's compiler can't trace through R: compiled functions run eagerly.
@@ -158,12 +158,12 @@ def no_grad():
 
 def enable_float64():
     """Keep float64 results float64."""
-    return _bridge.float64_promotion_off()
+    return _keras_internals.float64_promotion_off()
 
 
 def restore_float64(previous):
     """Undo :func:`enable_float64`."""
-    _bridge.restore_float64_promotion(previous)
+    _keras_internals.restore_float64_promotion(previous)
 
 
 def nbytes(x):

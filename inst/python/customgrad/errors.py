@@ -155,6 +155,47 @@ class FunctionNotFoundError(CustomGradError, r_class_base("customgrad_error_load
         super().__init__(message, **details)
 
 
+class SavedFormatError(CustomGradError, r_class_base("customgrad_error_load_format")):
+    """A loaded custom-gradient layer runs on its saved traces, and they
+    have a format this customgrad doesn't read (see ``_saving.FORMAT``):
+    ``reason`` is "newer" (a newer customgrad saved them), "older" (an
+    older customgrad than this one reads) or "unknown" (no format number
+    customgrad writes); ``oldest`` and ``newest`` are the formats read."""
+
+    template = "The custom-gradient layer {layer!r} {problem} (trace format {format!r}; this customgrad reads {reads}). {how}"
+    _problems = {
+        "newer": "was saved by a newer customgrad",
+        "older": "was saved by an older customgrad",
+        "unknown": "has saved traces of an unknown format",
+    }
+    _hows = {
+        "newer": "Upgrade customgrad to load it{passed}.",
+        "older": "Load it with the customgrad version that saved it{passed}.",
+        "unknown": "Save the model again where it was made{passed}.",
+    }
+
+    def __init__(self, message=None, **details):
+        if message is None:
+            name = details.setdefault("function", None)
+            reason = details["reason"]
+            details["problem"] = self._problems[reason]
+            oldest, newest = details["oldest"], details["newest"]
+            details["reads"] = (
+                f"format {newest}" if oldest == newest else f"formats {oldest} to {newest}"
+            )
+            passed = ""
+            if name is not None:
+                passed = (
+                    ", or pass its function when loading (in R `load_model(path, "
+                    f"custom_objects = list({name} = <function>))`, in Python "
+                    f"`custom_objects={{{name!r}: <function>}}`)"
+                )
+                if reason == "older":
+                    passed += " and save it again with this customgrad"
+            details["how"] = self._hows[reason].format(passed=passed)
+        super().__init__(message, **details)
+
+
 class ProtocolError(CustomGradError, r_class_base("customgrad_error_internal")):
     """R and Python disagree about a message between them: a customgrad bug."""
 

@@ -11,15 +11,17 @@ saved traces (``_saving``).  Loading finds the function, in this order:
 3. the saved traces alone, in any process (plain Python included): they
    serve the inputs they were traced for, general ones any batch size.
 
-Without any of them, loading fails with :class:`FunctionNotFoundError`.
+Without any of them, loading fails with :class:`FunctionNotFoundError`;
+with saved traces of a format this customgrad doesn't read (saved by a
+newer customgrad, say), with :class:`SavedFormatError`.
 Importing this module registers the layer with Keras.
 """
 
 import keras
-from keras.src.utils.naming import auto_name
 
 from customgrad import _backend, _bridge, _keras_hook, _saving, _trace
-from customgrad.errors import FunctionNotFoundError, find_error
+from customgrad._keras_internals import auto_name
+from customgrad.errors import FunctionNotFoundError, SavedFormatError, find_error
 
 
 @keras.saving.register_keras_serializable(package="customgrad")
@@ -97,9 +99,7 @@ def _registered(name):
     """The object registered or in ``custom_objects`` under ``name`` (also
     as ``package>name``, the way keras3's ``register_keras_serializable()``
     registers it)."""
-    from keras.src.saving import object_registration
-
-    found = object_registration.get_registered_object(name)
+    found = keras.saving.get_registered_object(name)
     if found is not None:
         return found
     for key, obj in keras.saving.get_custom_objects().items():
@@ -110,8 +110,21 @@ def _registered(name):
 
 def saved_function(traces, name, layer):
     """A custom-gradient function that replays saved ``traces`` only: an
-    input they can't serve is a :class:`FunctionNotFoundError`."""
+    input they can't serve is a :class:`FunctionNotFoundError`; traces of
+    a format this customgrad doesn't read are a :class:`SavedFormatError`."""
     from customgrad import make_callable
+
+    for data in traces:
+        reason = _saving.format_problem(data)
+        if reason is not None:
+            raise SavedFormatError(
+                function=name,
+                layer=layer,
+                reason=reason,
+                format=_saving.trace_format(data),
+                oldest=_saving.OLDEST_FORMAT,
+                newest=_saving.FORMAT,
+            )
 
     adapter = _backend.adapter()
 

@@ -1,0 +1,192 @@
+"""Every part of Keras that customgrad uses beyond its public API.
+
+Replay and saving need a few things Keras does not export: the graph that
+``keras.ops`` functions record on symbolic tensors (``_keras_history``, an
+operation's ``_inbound_nodes``, a node's arguments and outputs), an
+operation's eager body (``operation.call``), recording a node by hand
+(``operation.symbolic_call``), and a few functions under ``keras.src``.
+Every other module reaches them through the small functions here, each
+naming what it relies on, and ``tests/test_keras_internals.py`` checks each
+one against the installed Keras: a Keras release that changes one fails
+there, naming the internal and the Keras version, not deep inside a replay.
+No other module of the package imports from ``keras.src`` or reads a
+private attribute of a Keras object (a test checks that too).
+
+Saved traces name each operation by its Keras config, whose module is
+under ``keras.src`` (``keras.src.ops.numpy``); ``keras.saving`` resolves
+it.  A trace saved with Keras 3.15 is kept as a fixture that must still
+load (``tests/test_layers.py``).
+"""
+
+import collections
+import importlib
+
+import keras
+
+# The internals, by name, as the tests and their messages call them.
+INTERNALS = (
+    "KerasTensor._keras_history",
+    "Operation._inbound_nodes",
+    "Node.operation / arguments / outputs",
+    "Operation.call",
+    "Operation.symbolic_call",
+    "keras.src.backend.any_symbolic_tensors",
+    "keras.src.backend.compute_output_spec",
+    "keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE",
+    "keras.src.utils.naming.auto_name",
+    "keras.ops arithmetic class names",
+)
+
+
+def keras_version():
+    """The installed Keras version, for messages."""
+    return getattr(keras, "__version__", "unknown")
+
+
+# --- The graph of symbolic tensors -------------------------------------------
+
+Call = collections.namedtuple(
+    "Call", ["key", "operation", "args", "kwargs", "inputs", "outputs"]
+)
+Call.__doc__ = """One recorded call of a Keras operation: ``key`` identifies
+it (the same for every output), ``args`` and ``kwargs`` are what it was
+called with (symbolic tensors among them), ``inputs`` the symbolic tensors
+among those, ``outputs`` the symbolic tensors it returned, flat."""
+
+
+def producing_call(x):
+    """The recorded call that produced the symbolic tensor ``x``, or None
+    (an input, or a tensor made outside any operation).
+
+    Relies on ``x._keras_history`` (``operation``, ``node_index``), on
+    ``operation._inbound_nodes[node_index]`` being that call's node, and on
+    the node's ``operation``, ``arguments.args``, ``arguments.kwargs``,
+    ``arguments.keras_tensors`` and ``outputs``.
+    """
+    history = getattr(x, "_keras_history", None)
+    if history is None or history.operation is None:
+        return None
+    node = history.operation._inbound_nodes[history.node_index]
+    arguments = node.arguments
+    return Call(
+        key=id(node),
+        operation=node.operation,
+        args=arguments.args,
+        kwargs=arguments.kwargs,
+        inputs=arguments.keras_tensors,
+        outputs=node.outputs,
+    )
+
+
+# --- Operations --------------------------------------------------------------
+
+# Keras' elementwise arithmetic operations, by the class name ``keras.ops``
+# gives each (relied on: replay runs them with the tensors' own operators).
+_ARITHMETIC = {
+    "Add": "add",
+    "Subtract": "subtract",
+    "Multiply": "multiply",
+    "Divide": "divide",
+    "TrueDivide": "divide",
+}
+
+
+def arithmetic(operation):
+    """"add", "subtract", "multiply" or "divide" for the operation that
+    ``keras.ops`` records for that elementwise arithmetic, else None.
+    Relies on the class names of Keras' operations."""
+    return _ARITHMETIC.get(type(operation).__name__)
+
+
+def eager_call(operation):
+    """The eager body of a Keras operation: what ``keras.ops`` runs on
+    concrete tensors, without its dispatch on symbolic ones.  Relies on
+    ``Operation.call`` taking the arguments the node recorded."""
+    return operation.call
+
+
+def operation_of(fn):
+    """The Keras operation whose :func:`eager_call` ``fn`` is (not a
+    layer's), or None."""
+    operation = getattr(fn, "__self__", None)
+    if isinstance(operation, keras.Operation) and not isinstance(
+        operation, keras.Layer
+    ):
+        return operation
+    return None
+
+
+def symbolic_call(operation, *args):
+    """Record a call of ``operation`` on symbolic ``args`` in Keras' graph
+    and return its symbolic outputs (what ``operation(*args)`` does on
+    symbolic tensors, without its traceback filtering).  Relies on
+    ``Operation.symbolic_call``."""
+    return operation.symbolic_call(*args)
+
+
+def any_symbolic_tensors(args):
+    """Whether ``args`` (a nest) holds a Keras symbolic tensor, as Keras
+    decides when it records a call.  Relies on
+    ``keras.src.backend.any_symbolic_tensors``."""
+    return _keras_src("backend", "any_symbolic_tensors")(args)
+
+
+def compute_output_spec(fn, *args):
+    """The symbolic outputs of ``fn`` on symbolic ``args``, found by running
+    it on the backend's placeholders.  Relies on
+    ``keras.src.backend.compute_output_spec``."""
+    return _keras_src("backend", "compute_output_spec")(fn, *args)
+
+
+# --- Dtypes and names --------------------------------------------------------
+
+
+def float64_promotion():
+    """What Keras' type promotion turns a float64 result into ("float32"
+    on JAX and PyTorch unless customgrad turned it off, see
+    :func:`float64_promotion_off`).  Relies on
+    ``keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE``."""
+    return _promotions().get("float64", "float64")
+
+
+def float64_promotion_off():
+    """Stop Keras' type promotion from turning float64 results into float32
+    (it does on JAX and PyTorch, to match JAX's default); return what
+    :func:`restore_float64_promotion` needs."""
+    promotions = _promotions()
+    previous = promotions.get("float64")
+    promotions["float64"] = "float64"
+    return previous
+
+
+def restore_float64_promotion(previous):
+    """Undo :func:`float64_promotion_off`."""
+    if previous is not None:
+        _promotions()["float64"] = previous
+
+
+def _promotions():
+    return _keras_src("backend.common.dtypes", "BIT64_TO_BIT32_DTYPE")
+
+
+def auto_name(prefix):
+    """A layer name made unique the way Keras names its own layers
+    (``prefix``, ``prefix_1``, ...).  Relies on
+    ``keras.src.utils.naming.auto_name``."""
+    return _keras_src("utils.naming", "auto_name")(prefix)
+
+
+# --- keras.src ---------------------------------------------------------------
+
+_found = {}
+
+
+def _keras_src(module, name):
+    """``name`` from ``keras.src.<module>``, imported at first use (a call
+    costs a dict lookup after that: one of these runs at every call of a
+    custom-gradient function)."""
+    found = _found.get((module, name))
+    if found is None:
+        found = getattr(importlib.import_module("keras.src." + module), name)
+        _found[module, name] = found
+    return found

@@ -1,0 +1,267 @@
+"""Each Keras internal customgrad relies on (``_keras_internals``) exists
+and behaves as relied on, on the installed Keras; and no other module of
+the package reaches past Keras' public API.
+
+A failure names the internal and the Keras version: that Keras release
+changed it, and ``customgrad/_keras_internals.py`` needs updating.
+"""
+
+import ast
+import contextlib
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+from keras import KerasTensor
+
+from customgrad import _keras_internals as ki
+
+_checked = set()
+
+
+@contextlib.contextmanager
+def relied_on(internal, what):
+    """Fail with a message naming ``internal`` and the Keras version if the
+    block raises (an assertion included)."""
+    assert internal in ki.INTERNALS, f"{internal!r} is not in INTERNALS"
+    _checked.add(internal)
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - any failure is the message
+        raise pytest.fail.Exception(
+            f"Keras {ki.keras_version()} changed {internal}, which customgrad "
+            f"relies on: {what}.\n  {type(exc).__name__}: {exc}\n"
+            "  Update inst/python/customgrad/_keras_internals.py.",
+            pytrace=False,
+        ) from None
+
+
+def symbolic(shape=(2, 3), dtype="float32"):
+    return KerasTensor(shape, dtype=dtype)
+
+
+def test_keras_history_names_the_operation_and_its_node():
+    x = symbolic()
+    y = keras.ops.exp(x)
+    with relied_on(
+        "KerasTensor._keras_history",
+        "a symbolic tensor's `_keras_history` has the `operation` that made "
+        "it and the `node_index` of the call; an input's has none, or no "
+        "operation",
+    ):
+        history = y._keras_history
+        assert type(history.operation).__name__ == "Exp"
+        assert isinstance(history.node_index, int)
+        assert getattr(x._keras_history, "operation", None) is None
+
+
+def test_inbound_nodes_hold_each_call():
+    x = symbolic()
+    op = keras.ops.exp(x)._keras_history.operation
+    with relied_on(
+        "Operation._inbound_nodes",
+        "`operation._inbound_nodes[node_index]` is the node of the call "
+        "that made a tensor",
+    ):
+        first = op._inbound_nodes[0]
+        y = op.symbolic_call(x)
+        node = op._inbound_nodes[y._keras_history.node_index]
+        assert node is not first
+        assert node.outputs == [y]
+
+
+def test_nodes_hold_the_call():
+    x, w = symbolic(), symbolic((3, 3))
+    y = keras.ops.concatenate([keras.ops.matmul(x, w), x], axis=0)
+    parts = keras.ops.split(symbolic((4, 3)), 2)
+    with relied_on(
+        "Node.operation / arguments / outputs",
+        "a node has its `operation`, `arguments.args`, `arguments.kwargs`, "
+        "`arguments.keras_tensors` (the symbolic tensors among them, flat) "
+        "and `outputs` (flat)",
+    ):
+        call = ki.producing_call(y)
+        assert type(call.operation).__name__ == "Concatenate"
+        (tensors,) = call.args
+        assert tensors[1] is x
+        assert call.kwargs == {}
+        assert len(call.inputs) == 2 and call.inputs[1] is x
+        assert call.outputs == [y]
+        assert ki.producing_call(x) is None
+        # Several outputs: one call, every output listed.
+        first, second = (ki.producing_call(p) for p in parts)
+        assert first.key == second.key
+        assert first.outputs == list(parts)
+
+
+def test_an_operation_call_is_its_eager_body():
+    x = symbolic()
+    call = ki.producing_call(keras.ops.power(x, 2.0))
+    with relied_on(
+        "Operation.call",
+        "`operation.call(*args, **kwargs)` computes what `keras.ops` computes "
+        "on concrete tensors, with the arguments its node recorded",
+    ):
+        body = ki.eager_call(call.operation)
+        concrete = keras.ops.convert_to_tensor([[1.0, -2.0, 3.0]] * 2)
+        args = [concrete if a is x else a for a in call.args]
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(body(*args, **call.kwargs)),
+            keras.ops.convert_to_numpy(keras.ops.power(concrete, 2.0)),
+        )
+        assert ki.operation_of(body) is call.operation
+        assert ki.operation_of(keras.ops.exp) is None
+        assert ki.operation_of(keras.layers.Dense(1).call) is None
+
+
+class _Double(keras.Operation):
+    def call(self, x):
+        return x * 2
+
+    def compute_output_spec(self, x):
+        return KerasTensor(x.shape, x.dtype)
+
+
+def test_symbolic_call_records_a_node():
+    x = symbolic()
+    op = _Double()
+    with relied_on(
+        "Operation.symbolic_call",
+        "`operation.symbolic_call(*args)` records a call on symbolic tensors "
+        "and returns `compute_output_spec()`'s tensors",
+    ):
+        y = ki.symbolic_call(op, x)
+        assert isinstance(y, KerasTensor) and tuple(y.shape) == (2, 3)
+        call = ki.producing_call(y)
+        assert call.operation is op
+        assert call.args == (x,)
+
+
+def test_any_symbolic_tensors():
+    with relied_on(
+        "keras.src.backend.any_symbolic_tensors",
+        "`any_symbolic_tensors(args)` says whether a nest holds a symbolic tensor",
+    ):
+        assert ki.any_symbolic_tensors((symbolic(),))
+        assert ki.any_symbolic_tensors(([1.0, {"a": symbolic()}],))
+        assert not ki.any_symbolic_tensors((np.ones(2), 1.0))
+
+
+def test_compute_output_spec_runs_on_placeholders():
+    with relied_on(
+        "keras.src.backend.compute_output_spec",
+        "`compute_output_spec(fn, *args)` runs `fn` on placeholders for "
+        "symbolic `args`, unknown dimensions included",
+    ):
+        spec = ki.compute_output_spec(
+            lambda x: keras.ops.sum(x * 2.0, axis=1), symbolic((None, 3))
+        )
+        assert isinstance(spec, KerasTensor)
+        assert tuple(spec.shape) == (None,)
+        assert spec.dtype == "float32"
+
+
+def test_float64_promotion_can_be_turned_off():
+    with relied_on(
+        "keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE",
+        "Keras' type promotion maps float64 through `BIT64_TO_BIT32_DTYPE`, "
+        "which customgrad sets to keep float64 on JAX and PyTorch",
+    ):
+        before = ki.float64_promotion()
+        assert before in ("float32", "float64")
+        previous = ki.float64_promotion_off()
+        try:
+            assert ki.float64_promotion() == "float64"
+            assert keras.backend.result_type("float64", "float32") == "float64"
+        finally:
+            ki.restore_float64_promotion(previous)
+        assert ki.float64_promotion() == before
+
+
+def test_auto_name_makes_unique_names():
+    with relied_on(
+        "keras.src.utils.naming.auto_name",
+        "`auto_name(prefix)` gives Keras' unique names: prefix, prefix_1, ...",
+    ):
+        first, second = ki.auto_name("cg_probe"), ki.auto_name("cg_probe")
+        assert first.startswith("cg_probe") and second.startswith("cg_probe_")
+        assert first != second
+
+
+def test_arithmetic_operations_by_class_name():
+    x, y = symbolic(), symbolic()
+    made = {
+        "add": [keras.ops.add(x, y), x + 1.0],
+        "subtract": [keras.ops.subtract(x, y), x - y],
+        "multiply": [keras.ops.multiply(x, 2.0), x * y],
+        "divide": [keras.ops.divide(x, y), keras.ops.true_divide(x, y), x / 2.0],
+    }
+    with relied_on(
+        "keras.ops arithmetic class names",
+        "`keras.ops` records elementwise add, subtract, multiply and divide "
+        "(and the tensor operators) with operations of the classes Add, "
+        "Subtract, Multiply and Divide or TrueDivide",
+    ):
+        for name, tensors in made.items():
+            for t in tensors:
+                assert ki.arithmetic(ki.producing_call(t).operation) == name
+        assert ki.arithmetic(ki.producing_call(keras.ops.exp(x)).operation) is None
+
+
+def test_every_internal_is_checked():
+    # Runs last in this file (pytest keeps the order of definition).
+    assert _checked == set(ki.INTERNALS)
+
+
+# --- Only _keras_internals reaches past Keras' public API --------------------
+
+# Attributes of Keras objects that only _keras_internals may read.
+_INTERNAL_ATTRIBUTES = {
+    "_keras_history",
+    "_inbound_nodes",
+    "_outbound_nodes",
+    "symbolic_call",
+    "keras_tensors",
+    "__self__",
+}
+# Names under which objects other than Keras operations have a `call`.
+_OWN_CALL = {"ctx", "self"}
+
+
+def _reaches_keras_internals(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "keras.src"
+        ):
+            yield node.lineno, f"from {node.module} import ..."
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("keras.src"):
+                    yield node.lineno, f"import {alias.name}"
+        elif isinstance(node, ast.Attribute):
+            if node.attr in _INTERNAL_ATTRIBUTES:
+                yield node.lineno, f".{node.attr}"
+            elif node.attr == "call" and not (
+                isinstance(node.value, ast.Name) and node.value.id in _OWN_CALL
+            ):
+                yield node.lineno, ".call"
+            elif node.attr == "src" and getattr(node.value, "id", None) == "keras":
+                yield node.lineno, "keras.src"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value.startswith("keras.src") or node.value in _INTERNAL_ATTRIBUTES:
+                yield node.lineno, repr(node.value)
+
+
+def test_no_other_module_reaches_keras_internals():
+    package = pathlib.Path(ki.__file__).parent
+    found = []
+    for path in sorted(package.glob("*.py")):
+        if path.name == "_keras_internals.py":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        found.extend(f"{path.name}:{line}: {what}" for line, what in _reaches_keras_internals(tree))
+    assert not found, (
+        "Keras internals reached outside _keras_internals.py (move them "
+        "there, behind a named function with a check here):\n  " + "\n  ".join(found)
+    )
