@@ -122,8 +122,7 @@ start_python <- function(call = rlang::caller_env()) {
 }
 
 # Provisioning starts through keras3's module handle, as `library(keras3)`
-# users start it (starting it with reticulate::py_config() instead makes
-# keras3's start-up overflow R's C stack in reticulate 1.46).
+# users start it: the same provisioned Python, and keras3's hooks run.
 start_provisioned_python <- function(call) {
   tryCatch(
     keras3::keras$ops,

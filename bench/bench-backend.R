@@ -413,48 +413,23 @@ utils::write.csv(
 # gradient ("native") and op_grad() alternate, repeated.
 python_exe <- reticulate::py_exe()
 child_env <- paste0("KERAS_BACKEND=", backend)
-last_numbers <- function(out) {
-  as.numeric(strsplit(trimws(utils::tail(out, 1)), " +")[[1]])
-}
-r_loop <- function(n, steps, route, warmup) {
-  out <- system2(
-    "Rscript",
-    c("bench/loop.R", n, steps, route, warmup),
-    stdout = TRUE,
-    stderr = FALSE,
-    env = child_env
-  )
-  v <- last_numbers(out)
-  data.frame(
-    peak_mb = v[[1]],
-    s_per_step = v[[2]],
-    level0 = v[[3]],
-    level1 = v[[4]],
-    level2 = v[[5]],
-    gc_s = v[[6]],
-    asked = v[[7]],
-    asked_full = v[[8]]
-  )
-}
-python_loop <- function(n, steps) {
-  out <- system2(
-    python_exe,
-    c("bench/reference.py", n, steps),
-    stdout = TRUE,
-    stderr = FALSE,
-    env = child_env
-  )
-  v <- last_numbers(out)
-  data.frame(
-    peak_mb = v[[1]],
-    s_per_step = v[[2]],
-    level0 = NA,
-    level1 = NA,
-    level2 = NA,
-    gc_s = NA,
-    asked = NA,
-    asked_full = NA
-  )
+# One loop in a child process: the numbers of its last line, in the order
+# bench/loop.R prints them (reference.py prints the first two only).
+loop_columns <- c(
+  "peak_mb",
+  "s_per_step",
+  "level0",
+  "level1",
+  "level2",
+  "gc_s",
+  "asked",
+  "asked_full"
+)
+run_loop <- function(command, args) {
+  out <- system2(command, args, stdout = TRUE, stderr = FALSE, env = child_env)
+  v <- as.numeric(strsplit(trimws(utils::tail(out, 1)), " +")[[1]])
+  v <- c(v, rep(NA, length(loop_columns) - length(v)))
+  as.data.frame(as.list(stats::setNames(v, loop_columns)))
 }
 loop_configs <- list(
   list(kind = "loop", n = 1e6, steps = 2000L, warmup = 20L, reps = 1L),
@@ -465,9 +440,12 @@ for (config in loop_configs) {
   for (rep in seq_len(config$reps)) {
     for (route in c("python", "native", "op_grad")) {
       row <- if (route == "python") {
-        python_loop(config$n, config$steps)
+        run_loop(python_exe, c("bench/reference.py", config$n, config$steps))
       } else {
-        r_loop(config$n, config$steps, route, config$warmup)
+        run_loop(
+          "Rscript",
+          c("bench/loop.R", config$n, config$steps, route, config$warmup)
+        )
       }
       loop_rows[[length(loop_rows) + 1]] <- data.frame(
         backend = backend,

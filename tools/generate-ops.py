@@ -521,24 +521,9 @@ def wrap_call(code, width=76):
     if len(code) <= width or "(" not in code:
         return code
     open_at = code.index("(")
-    if not code.endswith(")"):
+    args = _call_arguments(code, open_at + 1)
+    if args is None:
         return code
-    args, depth, quote, start = [], 0, None, open_at + 1
-    for i in range(open_at + 1, len(code) - 1):
-        ch = code[i]
-        if quote:
-            if ch == quote and code[i - 1] != "\\":
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            args.append(code[start:i].strip())
-            start = i + 1
-    args.append(code[start:-1].strip())
     return code[: open_at + 1] + "\n" + ",\n".join("  " + a for a in args) + "\n)"
 
 
@@ -549,10 +534,18 @@ def wrap_r(code, indent="  ", width=80):
     if len(indent) + len(code) <= width:
         return indent + code
     m = re.match(r"^(?:\w+ <- )?[\w.]+\(", code)
-    if not m:
+    args = _call_arguments(code, m.end()) if m else None
+    if args is None:
         return indent + code
-    args, depth, quote, start = [], 0, None, m.end()
-    for i in range(m.end(), len(code)):
+    inner = ",\n".join(wrap_r(a, indent + "  ", width) for a in args)
+    return f"{indent}{code[:m.end()]}\n{inner}\n{indent})"
+
+
+def _call_arguments(code, start):
+    """The arguments of the call whose "(" is just before `start`, split
+    at its top-level commas; None when the call does not end the line."""
+    args, depth, quote, arg_start = [], 0, None, start
+    for i in range(start, len(code)):
         ch = code[i]
         if quote:
             if ch == quote and code[i - 1] != "\\":
@@ -565,13 +558,13 @@ def wrap_r(code, indent="  ", width=80):
             depth -= 1
         elif ch == ")":
             if i != len(code) - 1:
-                return indent + code  # the call is only part of the line
-            args.append(code[start:i].strip())
+                return None  # the call is only part of the line
+            args.append(code[arg_start:i].strip())
+            return args
         elif ch == "," and depth == 0:
-            args.append(code[start:i].strip())
-            start = i + 1
-    inner = ",\n".join(wrap_r(a, indent + "  ", width) for a in args)
-    return f"{indent}{code[:m.end()]}\n{inner}\n{indent})"
+            args.append(code[arg_start:i].strip())
+            arg_start = i + 1
+    return None
 
 
 # --- Tests --------------------------------------------------------------------

@@ -18,13 +18,9 @@ ours <- file.path(customgrad::python_env_path(), "bin", "python")
 # The README's first R chunk (the quick start), and lines reporting the
 # loss and the Python in use.
 readme <- readLines("README.md")
-starts <- which(readme == "```r")
-chunk <- readme[
-  (starts[[1]] + 1):(which(readme == "```")[
-    which(readme == "```") > starts[[1]]
-  ][[1]] -
-    1)
-]
+start <- which(readme == "```r")[[1]]
+end <- min(which(readme == "```" & seq_along(readme) > start))
+chunk <- readme[(start + 1):(end - 1)]
 script <- tempfile("quick-start", fileext = ".R")
 writeLines(
   c(

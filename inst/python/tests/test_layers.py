@@ -25,6 +25,17 @@ def make_model(function):
     return keras.Model(inputs, keras.layers.Dense(1, kernel_initializer="ones")(hidden))
 
 
+def assert_replays_log1pexp(replayed, x):
+    """``replayed`` gives log1pexp's value and gradient at ``x``."""
+    (g,) = grad_of(replayed, x)
+    np.testing.assert_allclose(g, expected_grad(x), rtol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(replayed(keras.ops.convert_to_tensor(x))),
+        np.logaddexp(0, np.asarray(x, "float32")),
+        rtol=1e-5,
+    )
+
+
 def test_a_general_trace_serves_every_batch_size():
     forward = Counted()
     h = customgrad.custom_gradient(forward)
@@ -47,13 +58,7 @@ def test_a_trace_round_trips_through_json():
     assert len(saved) == 1
     replayed = customgrad.layers.saved_function(saved, "log1pexp", "layer")
     x = [[0.5, 2.0], [3.0, -4.0]]
-    (g,) = grad_of(replayed, x)
-    np.testing.assert_allclose(g, expected_grad(x), rtol=1e-5)
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(replayed(keras.ops.convert_to_tensor(x))),
-        np.logaddexp(0, np.asarray(x, "float32")),
-        rtol=1e-5,
-    )
+    assert_replays_log1pexp(replayed, x)
     with pytest.raises(FunctionNotFoundError) as info:
         replayed(keras.ops.convert_to_tensor([1.0, 2.0]))
     assert info.value.details["reason"] == "new_signature"
@@ -212,10 +217,4 @@ def test_a_trace_saved_by_customgrad_0_1_0_and_keras_3_15_replays():
     assert "format" not in traces[0]
     replayed = customgrad.layers.saved_function(traces, "log1pexp", "layer")
     x = [[0.5, 2.0, -1.0, 3.0], [3.0, -4.0, 0.0, 1.0]]
-    (g,) = grad_of(replayed, x)
-    np.testing.assert_allclose(g, expected_grad(x), rtol=1e-5)
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(replayed(keras.ops.convert_to_tensor(x))),
-        np.logaddexp(0, np.asarray(x, "float32")),
-        rtol=1e-5,
-    )
+    assert_replays_log1pexp(replayed, x)
