@@ -63,6 +63,8 @@ error_classes <- c(
   load_function = "A loaded custom-gradient layer can't find its function, and its saved traces don't serve the call.",
   load_format = "A loaded custom-gradient layer would run on its saved traces, and they have a format this customgrad doesn't read: saved by a newer customgrad, or by an older one than it still reads.",
   thread = "A custom-gradient function was called from a Python thread other than the main one, where R can't run.",
+  distributed = "`use_distributed()` was asked for what the backend can't do (several processes on TensorFlow or PyTorch, devices on PyTorch).",
+  distributed_started = "`use_distributed()` was called after the backend started, when processes and devices can no longer be arranged.",
   f = "The backend raised an error while `f` ran (wrong input types, say); the backend's error is the parent, and its Python classes stay among the error's.",
   grad = "The backend raised an error while the gradient function ran; the backend's error is the parent, and its Python classes stay among the error's.",
   recursion = "Custom-gradient functions called each other (or themselves) so deep that R's C stack would run out: unbounded recursion.",

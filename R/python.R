@@ -123,9 +123,13 @@ start_python <- function(call = rlang::caller_env()) {
 
 # Provisioning starts through keras3's module handle, as `library(keras3)`
 # users start it: the same provisioned Python, and keras3's hooks run.
-start_provisioned_python <- function(call) {
+# `start`: how Python starts (use_distributed() starts it without Keras).
+start_provisioned_python <- function(
+  call,
+  start = function() keras3::keras$ops
+) {
   tryCatch(
-    keras3::keras$ops,
+    start(),
     error = function(cnd) {
       abort_customgrad(
         c(

@@ -109,19 +109,22 @@ def _statm_rss():
     return lambda fresh=False: int(os.pread(fd, 64, 0).split()[1]) * page
 
 
-_MEASURES = [
-    m
-    for m in (_glibc_in_use(), _statm_rss(), _backend.adapter().allocator_in_use())
-    if m is not None
-]
+_measures = None  # the readers that work here, found at the first reading
 
 
 def _memory_now(fresh=False):
     """The process's memory by each measure (see above), or None;
     ``fresh``: every measure read now (a collection has just run)."""
-    if not _MEASURES:
+    global _measures
+    if _measures is None:
+        # Not at import: reading TensorFlow's allocator starts its runtime,
+        # and this module is imported with Keras, while use_distributed()
+        # may still be arranging TensorFlow's devices.
+        found = [_glibc_in_use(), _statm_rss(), _backend.adapter().allocator_in_use()]
+        _measures = [m for m in found if m is not None]
+    if not _measures:
         return None
-    return [measure(fresh) for measure in _MEASURES]
+    return [measure(fresh) for measure in _measures]
 
 
 def _past_threshold(now, base):

@@ -119,6 +119,17 @@ def restore_float64(previous):
     """Nothing to undo."""
 
 
+def on_main_thread(fn):
+    """``fn()``, from a replica's thread of a ``tf.distribute`` strategy
+    run on the main thread: ``merge_call()`` pauses every replica (each
+    calls it, as each meets the same missing trace) and runs the first
+    one's ``fn`` there. Elsewhere ``fn()`` runs here."""
+    context = tf.distribute.get_replica_context()
+    if context is None:  # cross-replica context: on the main thread already
+        return fn()
+    return context.merge_call(lambda strategy: fn())
+
+
 def nbytes(x):
     """Bytes of an eager tensor (a check against tf.Tensor is ~10x slower);
     0 for anything else."""

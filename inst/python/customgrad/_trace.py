@@ -29,13 +29,14 @@ stack runs out).
 """
 
 import contextlib
+import threading
 from collections import OrderedDict
 
 import keras
 import numpy as np
 from keras import KerasTensor
 
-from customgrad import _bridge, _messages
+from customgrad import _backend, _bridge, _messages
 from customgrad import _program
 from customgrad._structure import flatten
 from customgrad.errors import (
@@ -214,6 +215,13 @@ class Traced:
         """Trace ``f`` and ``grad`` for ``flat``; cache the result if
         ``keep`` (a trace made inside another of this function is not:
         R's state, such as a recursion's depth, made it)."""
+        if threading.current_thread() is not threading.main_thread():
+            # A replica's thread (TensorFlow's MirroredStrategy): R runs
+            # only on the main thread, where the backend may run the trace
+            # between the replicas' steps; elsewhere call_r refuses.
+            on_main = getattr(_backend.adapter(), "on_main_thread", None)
+            if on_main is not None:
+                return on_main(lambda: self._trace(key, flat, in_spec, keep))
         self.traces += 1
         pending = _Pending(key)
         self.in_progress.append(pending)

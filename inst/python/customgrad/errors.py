@@ -295,3 +295,10 @@ def error_classes():
         if cls is not CustomGradError:
             found.append(cls.r_class)
     return sorted(found)
+
+
+class DistributedStartedError(CustomGradError, r_class_base("customgrad_error_distributed_started")):
+    """The backend started before :func:`_distributed.arrange` could
+    arrange its processes or devices."""
+
+    template = "{backend} has started already; processes and devices must be arranged before it starts."
