@@ -111,7 +111,11 @@ use_distributed <- function(
     coordinator = coordinator,
     local_devices = if (!is.null(local_devices)) as.integer(local_devices)
   )
-  arrange_distributed(backend, settings)
+  # One process on the default devices (a launcher's script run alone)
+  # needs nothing arranged.
+  if (num_processes > 1 || !is.null(local_devices)) {
+    arrange_distributed(backend, settings)
+  }
   invisible(settings)
 }
 
