@@ -20,7 +20,7 @@ COVERAGE_BACKENDS := tensorflow
 #  - none yet.
 ALLOWED_NOTES :=
 
-.PHONY: setup demo test test-keras-previous check lint coverage site site-check bench soak pythons clean
+.PHONY: setup demo distributed-demo test test-keras-previous check lint coverage site site-check bench soak pythons clean
 
 setup: $(SETUP)/docs.stamp
 
@@ -55,6 +55,12 @@ $(SETUP)/docs.stamp: $(SETUP)/python.stamp $(wildcard vignettes/*.Rmd)
 
 demo: setup
 	@for b in $(BACKENDS); do KERAS_BACKEND=$$b Rscript tools/demo.R || exit 1; done
+
+# The example of a data-parallel run (inst/examples/distributed-train.R):
+# 2 local R processes on JAX, each training on its shard, against one
+# process on the combined batches (tools/distributed-demo.R).
+distributed-demo: setup
+	Rscript tools/distributed-demo.R 2 40
 
 test: setup
 	Rscript tools/run-tests.R $(BACKENDS)

@@ -51,7 +51,6 @@
 #'   into, or `NULL` for the backend's default (one CPU device; on GPUs
 #'   and TPUs, leave it `NULL`: each accelerator is a device).
 #' @returns The settings, invisibly.
-#' @family training
 #' @export
 #' @examplesIf customgrad::backend_available("tensorflow") && identical(customgrad:::backend_name(), "tensorflow")
 #' # In a fresh R session, before any other Keras code:
