@@ -80,6 +80,14 @@
 #' release then drops Python's references to R). A copy handed to Python
 #' (a Keras layer, `jax$grad(h)`) keeps them as long as Python keeps it.
 #'
+#' @section Beyond one process:
+#' Custom-gradient functions and layers train under Keras' distribution
+#' API across processes (JAX) and under TensorFlow's `MirroredStrategy`
+#' across devices: R traces once, on the main thread, and every replica
+#' replays the trace. [use_distributed()] arranges the processes and
+#' devices before the backend starts; `vignette("training")`, "When one
+#' machine is not enough", has the recipe.
+#'
 #' @section Options:
 #' * `customgrad.gc_threshold_mb`: see "Memory" above.
 #' * `customgrad.max_traces`: the most traces one custom-gradient function

@@ -52,14 +52,21 @@
 #'   and TPUs, leave it `NULL`: each accelerator is a device).
 #' @returns The settings, invisibly.
 #' @export
-#' @examplesIf customgrad::backend_available("tensorflow") && identical(customgrad:::backend_name(), "tensorflow")
-#' # In a fresh R session, before any other Keras code:
-#' library(keras3)
-#' library(customgrad)
-#' use_distributed(local_devices = 2)
-#' tf <- tensorflow::tf
-#' strategy <- tf$distribute$MirroredStrategy()
-#' strategy$num_replicas_in_sync # 2
+#' @examples
+#' # Launched alone: one process on its default devices, nothing to arrange.
+#' settings <- use_distributed()
+#' settings$num_processes
+#'
+#' # Two CPU devices for TensorFlow's MirroredStrategy, in a fresh R session
+#' # before any other Keras code (see inst/examples/distributed-train.R for
+#' # several JAX processes):
+#' if (FALSE) {
+#'   library(keras3)
+#'   library(customgrad)
+#'   use_distributed(local_devices = 2)
+#'   strategy <- tensorflow::tf$distribute$MirroredStrategy()
+#'   strategy$num_replicas_in_sync # 2
+#' }
 use_distributed <- function(
   num_processes = env_integer("KERAS_DISTRIBUTION_NUM_PROCESSES", 1L),
   process_id = env_integer("KERAS_DISTRIBUTION_PROCESS_ID", 0L),

@@ -18,7 +18,10 @@ cat(sprintf(
 ))
 started <- Sys.time()
 run <- run_distributed_example(steps, processes)
-cat(grep("^process ", unlist(strsplit(run$output, "\n")), value = TRUE), sep = "\n")
+cat(
+  grep("^process ", unlist(strsplit(run$output, "\n")), value = TRUE),
+  sep = "\n"
+)
 
 agree <- vapply(
   run$processes,

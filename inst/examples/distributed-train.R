@@ -56,18 +56,20 @@ domain_guess <- features |>
   layer_gradient_reversal(lambda = 0.3) |>
   layer_dense(1, activation = "sigmoid", name = "domain")
 model <- keras_model(inputs, list(label = label, domain = domain_guess))
-model |> compile(
-  optimizer = optimizer_sgd(0.05),
-  loss = list(label = "mse", domain = "binary_crossentropy")
-)
-history <- model |> fit(
-  x[rows, , drop = FALSE],
-  list(label = y[rows], domain = domain[rows]),
-  batch_size = local_batch,
-  epochs = 1,
-  shuffle = FALSE,
-  verbose = 0
-)
+model |>
+  compile(
+    optimizer = optimizer_sgd(0.05),
+    loss = list(label = "mse", domain = "binary_crossentropy")
+  )
+history <- model |>
+  fit(
+    x[rows, , drop = FALSE],
+    list(label = y[rows], domain = domain[rows]),
+    batch_size = local_batch,
+    epochs = 1,
+    shuffle = FALSE,
+    verbose = 0
+  )
 
 weights <- unlist(lapply(model$get_weights(), as.numeric))
 cat(sprintf(
@@ -77,4 +79,6 @@ cat(sprintf(
   history$metrics$loss[[1]],
   paste(format(weights[1:4], digits = 7), collapse = " ")
 ))
-if (!is.null(out)) saveRDS(weights, out)
+if (!is.null(out)) {
+  saveRDS(weights, out)
+}
