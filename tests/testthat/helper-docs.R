@@ -160,3 +160,50 @@ expect_chunks_run <- function(files, dir, what) {
     output_tail(result$output)
   ))
 }
+
+# Renders `rmd` with rmarkdown in a fresh R process on this backend, from a
+# copy of its directory (so that nothing is written into the source tree),
+# and fails with the vignette's name, knitr's error and the output's end
+# when it doesn't render.
+expect_vignette_renders <- function(rmd) {
+  dir <- withr::local_tempdir("vignette-")
+  file.copy(dirname(rmd), dir, recursive = TRUE)
+  copy <- file.path(dir, basename(dirname(rmd)), basename(rmd))
+  script <- file.path(dir, "render.R")
+  writeLines(
+    deparse(bquote(
+      rmarkdown::render(
+        .(copy),
+        output_dir = .(dir),
+        intermediates_dir = .(dir),
+        envir = new.env(parent = globalenv()),
+        quiet = TRUE
+      )
+    )),
+    script
+  )
+  result <- run_rscript(script, character(), dir)
+  html <- file.path(dir, sub("\\.Rmd$", ".html", basename(rmd)))
+  if (result$status == 0 && file.exists(html)) {
+    testthat::succeed()
+    return(invisible(html))
+  }
+  testthat::fail(paste0(
+    "vignettes/",
+    basename(rmd),
+    " doesn't render on ",
+    customgrad:::backend_name(),
+    ":\n",
+    output_tail(result$output)
+  ))
+}
+
+# The vignettes' sources, from the source tree.
+source_vignettes <- function() {
+  dir <- skip_without_source("vignettes")
+  files <- list.files(dir, pattern = "\\.Rmd$", full.names = TRUE)
+  if (length(files) == 0) {
+    testthat::fail("There are no vignettes in vignettes/.")
+  }
+  files
+}
