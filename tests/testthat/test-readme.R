@@ -1,5 +1,6 @@
 # The README's R chunks, verbatim, in fresh R sessions on the backend of this
-# process; and the quick start's model, saved there, loads in another.
+# process; what the quick start's comments claim; and the quick start's
+# model, saved there, loads in another session.
 
 test_that("the README's R chunks run, and the quick start's model reloads", {
   skip_if_no_backend()
@@ -19,6 +20,15 @@ test_that("the README's R chunks run, and the quick start's model reloads", {
   model_file <- file.path(dir, "quick-start.keras")
   saved_file <- file.path(dir, "quick-start.rds")
   hook <- readme_save_hook(chunks[[1]]$code, model_file, saved_file)
+  # What its comments claim, on every backend.
+  claims <- quote(local({
+    # "falls epoch by epoch"
+    stopifnot(all(diff(unlist(history$metrics$loss)) < 0))
+    # "1, where the naive formula [...] gives NaN" in float32
+    x <- op_convert_to_tensor(100, "float32")
+    stopifnot(as.numeric(op_grad(log1pexp)(x)) == 1)
+    stopifnot(is.nan(as.numeric(op_grad(\(x) op_log(1 + op_exp(x)))(x))))
+  }))
 
   # A chunk that attaches packages starts a session of its own, as the
   # README's "Choosing a backend" does; the others go on in the last one.
@@ -27,8 +37,8 @@ test_that("the README's R chunks run, and the quick start's model reloads", {
     writeLines(chunk$code, file)
     file
   })
-  hook_file <- file.path(dir, "save-hook.R")
-  writeLines(hook, hook_file)
+  hook_file <- file.path(dir, "quick-start-checks.R")
+  writeLines(c(hook, deparse(claims)), hook_file)
   starts <- vapply(chunks, \(chunk) grepl("^library\\(", chunk$code[[1]]), TRUE)
   starts[[1]] <- TRUE
   sessions <- split(unlist(files), cumsum(starts))
