@@ -4,8 +4,9 @@
 #' backend: with `tf.function` on TensorFlow and `jax.jit` on JAX. The
 #' backend runs the R code of `f` once to trace it, on symbolic tensors, and
 #' from then on runs the traced computation: calls with inputs of the same
-#' shapes run no R code at all. On PyTorch `f` runs eagerly, as it is:
-#' PyTorch's compiler can't trace through R.
+#' shapes run no R code at all. On PyTorch it compiles nothing, since
+#' PyTorch's compiler (`torch.compile`) can't trace through R: the function
+#' runs `f` eagerly, R code included, at every call.
 #'
 #' @section When R runs:
 #' On TensorFlow and JAX, `f`'s R code runs only while the backend traces
@@ -23,8 +24,11 @@
 #'   use tensor ops.
 #' * Errors in `f` are raised at tracing (the first call).
 #'
-#' On PyTorch, `f` runs at every call, like `f` itself, and the inputs are
-#' converted the same way, so code written for `op_compile()` runs unchanged.
+#' On PyTorch none of this applies: `f` runs at every call, as `f` itself
+#' would, with its inputs converted as on the other backends, so code
+#' written for `op_compile()` runs unchanged there, at eager speed.
+#' Custom-gradient functions that `f` calls still replay their traces
+#' without R (see "When R runs" in [op_custom_gradient()]).
 #'
 #' Gradients compile too: `op_compile(op_grad(f))` traces `f` and its
 #' gradient once. Custom gradients made with [op_custom_gradient()] work

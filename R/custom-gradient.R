@@ -28,8 +28,9 @@
 #' as with keras3's `op_custom_gradient()`. `f <- function(x, k = 2)` called
 #' as `h(x)` has one input; as `h(x, 3)` two (an R double is a tensor).
 #'
-#' `grad` may be written in any of the backends' styles, on every backend;
-#' customgrad reads its arguments and calls it accordingly:
+#' `grad` may be written in any of three styles, on every backend;
+#' customgrad reads its arguments and calls it accordingly (as
+#' `vignette("custom-gradients")` shows):
 #'
 #' * `function(upstream)` (any one argument name): called with the upstream
 #'   gradient. The form to start with.
@@ -40,10 +41,11 @@
 #'   `...` and `upstream` by name.
 #' * `function(..., upstream)`: PyTorch style, called with `f`'s inputs and
 #'   `upstream`.
-#' * With an argument `variables` besides these (TensorFlow): when `f` reads
-#'   TensorFlow variables it did not get as inputs, `grad` is called with
-#'   `variables = ` those variables and returns
-#'   `list(input_gradients, variable_gradients)`.
+#'
+#' Any of the three may also have an argument `variables` (TensorFlow's
+#' convention): when `f` reads TensorFlow variables it did not get as
+#' inputs, `grad` is called with `variables = ` those variables and returns
+#' `list(input_gradients, variable_gradients)`.
 #'
 #' Arguments that are R doubles (numbers, vectors, arrays) become tensors
 #' through keras3's [keras3::op_convert_to_tensor()], with the dtype keras3
@@ -93,7 +95,8 @@
 #' tensors, and Keras' float type (`config_floatx()`). Whether a backward
 #' pass follows is not part of it: `grad` is traced with `f`, so one trace
 #' serves calls with and without gradients. The
-#' semantics are those of `jax$jit()` and [op_compile()]:
+#' semantics are those of `jax$jit()`, and of [op_compile()] on TensorFlow
+#' and JAX (on PyTorch, [op_compile()] runs its R function at every call):
 #'
 #' * R side effects (`cat()`, counters, files) happen while tracing, not at
 #'   every call, and R values that `f` captures are fixed when it is traced.

@@ -22,6 +22,20 @@
 #' reported is \eqn{|a - n| / |n|}. `f` runs `1 + 2 * (number of elements)`
 #' times, so check small inputs; a progress bar shows for long checks.
 #'
+#' @section What the printed numbers are:
+#' The derivatives that the result, its printout and the error report show
+#' (`autodiff`, `numeric`, and the errors computed from them) are those of
+#' \eqn{s}, not of `f`'s value element by element. For a function with a
+#' vector value they include the weights: for an elementwise `f`, the
+#' element \eqn{x_i} shows \eqn{w_i f'(x_i)}, with \eqn{w_i} between 0.5
+#' and 1.5, so a wrong rule that gives \eqn{g(x_i)} instead of
+#' \eqn{f'(x_i)} shows autodiff \eqn{w_i g(x_i)} against numeric
+#' \eqn{w_i f'(x_i)}; their ratio is free of the weight. The weights make
+#' every element of the value count, where errors in a plain sum could
+#' cancel out. To see `f`'s own derivatives, check a function with a scalar
+#' value, which is used as it is: `gradcheck(\(x) sum(f(x)), x)` for an
+#' elementwise `f`.
+#'
 #' @param f A function of tensors.
 #' @param ... The inputs to call `f` with, by position or name: tensors, R
 #'   numbers or arrays, or nested lists of them.
