@@ -38,6 +38,10 @@
 #'   finite for every `x` where the naive formula overflows (past
 #'   `x = 88` in float32) and its gradient is `NaN`.
 #'
+#' `vignette("techniques")` uses them in models: a ramped reversal for
+#' domain-adversarial training, straight-through quantisation, a clip layer
+#' against an optimizer's `clipnorm`, and `log1pexp` in float32.
+#'
 #' The gradients of `op_gradient_reversal()`, `op_gradient_scale()`, the
 #' clips and `op_straight_through()` are deliberately not the derivatives
 #' of their values, so [gradcheck()] fails for them by design; the tests
