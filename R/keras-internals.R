@@ -19,5 +19,9 @@ keras_variable_classes <- c(
   torch = "keras.src.backend.torch.core.Variable"
 )
 
+# Keras variables on every backend (their common base class), which
+# op_gradient_reversal() and its layer take for `lambda`.
+keras_variable_class <- "keras.src.backend.common.variables.Variable"
+
 # A Sequential model, which layer_custom_gradient() adds its layer to.
 keras_sequential_class <- "keras.src.models.sequential.Sequential"

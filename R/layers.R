@@ -121,6 +121,7 @@ new_custom_gradient_layer <- function(
   function_name,
   arguments = NULL,
   ...,
+  variables = NULL,
   call = rlang::caller_env()
 ) {
   layers <- customgrad_py("layers", call = call)
@@ -128,6 +129,7 @@ new_custom_gradient_layer <- function(
     `function` = f,
     function_name = function_name,
     arguments = arguments,
+    variables = variables,
     ...
   )
   if (is.null(object)) {

@@ -13,7 +13,11 @@
 #' * `op_gradient_reversal(x, lambda)`: \eqn{y = x}, \eqn{dx = -\lambda g}.
 #'   The gradient reversal layer of domain-adversarial training (Ganin and
 #'   Lempitsky, 2015): what comes before it learns to *increase* the loss of
-#'   what comes after it.
+#'   what comes after it. `lambda` may be a scalar Keras variable
+#'   ([keras3::keras_variable()], `trainable = FALSE`) to change it during
+#'   training, from a callback: `lambda$assign(0.5)`. The layer then holds
+#'   the variable as a weight, so it is saved with the model (and on JAX,
+#'   reaches the training step).
 #' * `op_gradient_scale(x, scale)`: \eqn{y = x}, \eqn{dx = s g}. Slows down
 #'   (`scale < 1`) or speeds up the learning of what comes before, or stops
 #'   it (`scale = 0`, as [keras3::op_stop_gradient()]).
@@ -34,6 +38,10 @@
 #'   finite for every `x` where the naive formula overflows (past
 #'   `x = 88` in float32) and its gradient is `NaN`.
 #'
+#' `vignette("techniques")` uses them in models: a ramped reversal for
+#' domain-adversarial training, straight-through quantisation, a clip layer
+#' against an optimizer's `clipnorm`, and `log1pexp` in float32.
+#'
 #' The gradients of `op_gradient_reversal()`, `op_gradient_scale()`, the
 #' clips and `op_straight_through()` are deliberately not the derivatives
 #' of their values, so [gradcheck()] fails for them by design; the tests
@@ -41,7 +49,8 @@
 #' [gradcheck()].
 #'
 #' @param x A tensor (or an R array).
-#' @param lambda The factor \eqn{\lambda} of the reversed gradient.
+#' @param lambda The factor \eqn{\lambda} of the reversed gradient: a
+#'   number, or a scalar Keras variable whose current value is used.
 #' @param scale The factor \eqn{s} of the gradient.
 #' @param min,max The bounds \eqn{a \le b} of the gradient's elements.
 #' @param max_norm The largest L2 norm \eqn{c > 0} of the gradient.
@@ -79,11 +88,25 @@
 #'   layer_dense(2) |>
 #'   layer_gradient_reversal(lambda = 1) |>
 #'   layer_dense(1)
+#'
+#' # A reversal whose weight a callback ramps from 0 to 1 over 10 epochs.
+#' lambda <- keras_variable(0, trainable = FALSE)
+#' model <- keras_model_sequential(input_shape = 2) |>
+#'   layer_dense(2) |>
+#'   layer_gradient_reversal(lambda = lambda) |>
+#'   layer_dense(1)
+#' ramp <- callback_lambda(
+#'   on_epoch_begin = \(epoch, logs) lambda$assign(min(1, (epoch - 1) / 9))
+#' )
+#' # model |> fit(..., epochs = 10, callbacks = list(ramp))
 NULL
 
 #' @rdname gradient-ops
 #' @export
 op_gradient_reversal <- function(x, lambda = 1) {
+  if (is_keras_variable(lambda)) {
+    return(ready_made_op("gradient_reversal_by")(x, lambda))
+  }
   ready_made_op("gradient_reversal", lambda = lambda)(x)
 }
 
@@ -162,9 +185,19 @@ layer_straight_through <- function(object, f = "sign", ...) {
 # parameters are constants of its trace.
 ready_made_makers <- list(
   gradient_reversal = function(lambda = 1, call = NULL) {
+    if (is_keras_variable(lambda)) {
+      return(ready_made_op("gradient_reversal_by"))
+    }
     lambda <- check_number(lambda, call = call)
     op_custom_gradient(function(x) {
       tuple(x, function(upstream) upstream * -lambda)
+    })
+  },
+  # lambda a Keras variable: an input of the op after x (the layer passes
+  # it), read at each call rather than fixed in the trace.
+  gradient_reversal_by = function(call = NULL) {
+    op_custom_gradient(function(x, lambda) {
+      tuple(x, function(upstream) list(upstream * -lambda, NULL))
     })
   },
   gradient_scale = function(scale, call = NULL) {
@@ -242,24 +275,35 @@ ready_made_maker <- function(name) {
   ready_made_makers[[sub("^customgrad::", "", name)]]
 }
 
+# The layer of the ready-made op `op` (not `name`: `...` passes the
+# layer's name on). Arguments that are Keras variables are the layer's
+# weights, which it passes to the op after its input (the maker returns an
+# op of them too); the others are constants of the op.
 ready_made_layer <- function(
   object,
-  name,
+  op,
   arguments,
   ...,
   call = rlang::caller_env()
 ) {
-  f <- do.call(ready_made_makers[[name]], c(arguments, list(call = call)))
+  f <- do.call(ready_made_makers[[op]], c(arguments, list(call = call)))
+  variables <- Filter(is_keras_variable, arguments)
+  arguments <- arguments[setdiff(names(arguments), names(variables))]
   # An R function can't be saved: such a layer loads with its traces.
   saveable <- !any(vapply(arguments, is.function, TRUE))
   new_custom_gradient_layer(
     object,
     f,
-    function_name = if (saveable) paste0("customgrad::", name),
+    function_name = if (saveable) paste0("customgrad::", op),
     arguments = if (saveable) arguments,
+    variables = if (length(variables) > 0) variables,
     ...,
     call = call
   )
+}
+
+is_keras_variable <- function(x) {
+  inherits(x, keras_variable_class)
 }
 
 # The forward function of op_straight_through(): a keras3 op by name, or an

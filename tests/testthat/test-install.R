@@ -46,6 +46,7 @@ test_that("the vignettes are installed with the package", {
       "custom-gradients",
       "from-zero",
       "gradients",
+      "techniques",
       "training",
       "troubleshooting"
     )

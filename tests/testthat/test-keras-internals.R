@@ -31,6 +31,11 @@ test_that("R's Keras class names are the installed Keras' classes", {
     customgrad:::keras_sequential_class,
     "Sequential models"
   )
+  expect_keras_class(
+    keras$Variable(1),
+    customgrad:::keras_variable_class,
+    "variables"
+  )
   backend <- config_backend()
   if (backend %in% names(customgrad:::keras_variable_classes)) {
     expect_keras_class(

@@ -140,6 +140,103 @@ test_that("in a model, reversal moves the lower layer against plain gradient des
   expect_lt(losses[[5]], losses[[1]])
 })
 
+test_that("a Keras variable as lambda: the reversal reads its current value", {
+  skip_if_no_backend()
+  x <- c(-2, 0.5, 3)
+  w <- c(4, -0.5, 2)
+  lambda <- keras_variable(0.5, trainable = FALSE)
+  expect_tensor(
+    grad_for_upstream(\(x) op_gradient_reversal(x, lambda), x, w),
+    -0.5 * w
+  )
+  lambda$assign(2)
+  expect_tensor(
+    grad_for_upstream(\(x) op_gradient_reversal(x, lambda), x, w),
+    -2 * w
+  )
+  expect_tensor(
+    op_gradient_reversal(op_convert_to_tensor(x, "float32"), lambda),
+    x
+  )
+})
+
+test_that("a layer's lambda variable, assigned by a callback, sets each epoch's step", {
+  skip_if_no_backend()
+  data <- regression_data()
+  lambda <- keras_variable(0, trainable = FALSE)
+  model <- three_layer_model(\(x) {
+    layer_gradient_reversal(x, lambda = lambda, name = "reversal")
+  })
+  reversal <- get_layer(model, "reversal")
+  expect_length(reversal$non_trainable_weights, 1L)
+  expect_length(model$trainable_weights, 4L)
+  model |> compile(optimizer = optimizer_sgd(0.01), loss = "mse")
+  kernels <- list(get_weights(model)[[1]])
+  schedule <- callback_lambda(
+    on_epoch_begin = \(epoch, logs) lambda$assign(c(0, 1, 0, 0.5)[epoch]),
+    on_epoch_end = \(epoch, logs) {
+      kernels[[epoch + 1]] <<- get_weights(model)[[1]]
+    }
+  )
+  model |>
+    fit(
+      data$x,
+      data$y,
+      epochs = 4,
+      batch_size = nrow(data$x),
+      shuffle = FALSE,
+      callbacks = list(schedule),
+      verbose = 0
+    )
+  steps <- lapply(2:5, \(i) kernels[[i]] - kernels[[i - 1]])
+  # lambda 0: the layer below doesn't move; 1 and 0.5: it does.
+  expect_identical(max(abs(steps[[1]])), 0)
+  expect_identical(max(abs(steps[[3]])), 0)
+  expect_gt(max(abs(steps[[2]])), 0)
+  expect_gt(max(abs(steps[[4]])), 0)
+  expect_equal(as.numeric(lambda$numpy()), 0.5)
+})
+
+test_that("a layer's lambda variable is saved with the model and loads as a weight", {
+  skip_if_no_backend()
+  data <- regression_data()
+  lambda <- keras_variable(0.25, trainable = FALSE)
+  model <- three_layer_model(\(x) {
+    layer_gradient_reversal(x, lambda = lambda, name = "reversal")
+  })
+  path <- withr::local_tempfile(fileext = ".keras")
+  save_model(model, path)
+  loaded <- load_model(path)
+  reversal <- get_layer(loaded, "reversal")
+  expect_length(reversal$non_trainable_weights, 1L)
+  expect_equal(as.numeric(reversal$non_trainable_weights[[1]]$numpy()), 0.25)
+  expect_equal(
+    predict(loaded, data$x, verbose = 0),
+    predict(model, data$x, verbose = 0)
+  )
+  # Without R, the saved traces take the variable too.
+  out <- run_plain_python(c(
+    "import numpy as np, keras",
+    "import customgrad.layers",
+    sprintf("model = keras.saving.load_model('%s')", path),
+    "layer = model.get_layer('reversal')",
+    "print('lambda', float(layer.non_trainable_weights[0].numpy()))",
+    "x = np.ones((2, 3), 'float32')",
+    "print('prediction', float(model.predict(x, verbose=0)[0, 0]))"
+  ))
+  expect_true("lambda 0.25" %in% out)
+  prediction <- as.numeric(sub(
+    "^prediction ",
+    "",
+    grep("^prediction ", out, value = TRUE)
+  ))
+  expect_equal(
+    prediction,
+    predict(model, matrix(1, 2, 3), verbose = 0)[1, 1],
+    tolerance = 1e-5
+  )
+})
+
 test_that("in a model, clipping the backward pass shrinks the lower layer's step", {
   skip_if_no_backend()
   data <- regression_data()

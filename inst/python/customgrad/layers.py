@@ -18,6 +18,7 @@ Importing this module registers the layer with Keras.
 """
 
 import keras
+import numpy as np
 
 from customgrad import _backend, _bridge, _keras_hook, _saving, _trace
 from customgrad._keras_internals import auto_name
@@ -31,6 +32,11 @@ class CustomGradient(keras.Layer):
     ``function_name`` is the name the function is found by when a saved
     model is loaded; ``arguments`` are the options customgrad's ready-made
     ops are made with; ``traces`` are saved traces (set by loading).
+    ``variables`` names Keras variables passed to ``function`` after the
+    inputs, in order (a reversal's ``lambda`` that a callback assigns): the
+    layer tracks them, so that they are saved with its weights and reach
+    JAX's stateless training step.  A saved config holds, for each, a dict
+    of its value, dtype and trainability, from which loading makes it.
     """
 
     def __init__(
@@ -39,6 +45,7 @@ class CustomGradient(keras.Layer):
         function_name=None,
         arguments=None,
         traces=None,
+        variables=None,
         **kwargs,
     ):
         if kwargs.get("name") is None and function_name and "::" in function_name:
@@ -48,16 +55,41 @@ class CustomGradient(keras.Layer):
         super().__init__(**kwargs)
         self.function_name = function_name
         self.arguments = dict(arguments or {})
+        self.variable_names = list(variables or {})
+        # Tracked by Keras as the layer's weights.
+        self.extra_variables = [
+            self._variable(name, v) for name, v in (variables or {}).items()
+        ]
         if function is None:
-            function = _find_function(function_name, self.arguments, traces, self.name)
+            # A ready-made op is made with its variables as arguments.
+            found_with = {
+                **self.arguments,
+                **dict(zip(self.variable_names, self.extra_variables)),
+            }
+            function = _find_function(function_name, found_with, traces, self.name)
         self.function = function
         self.built = True
 
+    def _variable(self, name, value):
+        if isinstance(value, keras.Variable):
+            return value
+        # From a saved config: the saved weights then set its value.
+        return self.add_weight(
+            shape=np.shape(value["value"]),
+            initializer=keras.initializers.Constant(value["value"]),
+            dtype=value["dtype"],
+            trainable=value["trainable"],
+            name=name,
+        )
+
     def call(self, inputs):
-        return self.function(inputs)
+        return self.function(inputs, *self.extra_variables)
 
     def compute_output_spec(self, inputs):
-        return self.function.output_spec(inputs)
+        # The variables as symbolic tensors too: the trace made here is
+        # then a general one (any batch size), saved with the model.
+        symbolic = [keras.KerasTensor(v.shape, v.dtype) for v in self.extra_variables]
+        return self.function.output_spec(inputs, *symbolic)
 
     @classmethod
     def from_config(cls, config):
@@ -78,6 +110,15 @@ class CustomGradient(keras.Layer):
             arguments=self.arguments,
             traces=_saving.save_traces(self.function.core),
         )
+        if self.variable_names:
+            config["variables"] = {
+                name: {
+                    "value": keras.ops.convert_to_numpy(v).tolist(),
+                    "dtype": v.dtype,
+                    "trainable": v.trainable,
+                }
+                for name, v in zip(self.variable_names, self.extra_variables)
+            }
         return config
 
 
