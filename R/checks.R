@@ -116,11 +116,12 @@ check_tolerance <- function(
 }
 
 # A finite number (an R double or integer of length 1), returned as a
-# double; `min`: the number must be greater than it.
+# double; `min`: the number must be greater than it; `hint`: an `i` bullet.
 check_number <- function(
   x,
   min = -Inf,
   ...,
+  hint = NULL,
   arg = rlang::caller_arg(x),
   call = rlang::caller_env()
 ) {
@@ -129,7 +130,8 @@ check_number <- function(
     abort_customgrad(
       c(
         "{.arg {arg}} must be a finite number{if (is.finite(min)) paste0(' greater than ', min) else ''}.",
-        "x" = "It is {describe_object(x)}{if (is.numeric(x) && length(x) == 1) paste0(': ', x) else ''}."
+        "x" = "It is {describe_object(x)}{if (is.numeric(x) && length(x) == 1) paste0(': ', x) else ''}.",
+        "i" = hint
       ),
       class = "bad_argument",
       call = call

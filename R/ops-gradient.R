@@ -188,7 +188,11 @@ ready_made_makers <- list(
     if (is_keras_variable(lambda)) {
       return(ready_made_op("gradient_reversal_by"))
     }
-    lambda <- check_number(lambda, call = call)
+    lambda <- check_number(
+      lambda,
+      hint = "To change it during training, pass a scalar Keras variable: {.code keras_variable(1, trainable = FALSE)}.",
+      call = call
+    )
     op_custom_gradient(function(x) {
       tuple(x, function(upstream) upstream * -lambda)
     })
