@@ -68,7 +68,7 @@
 #'
 #' # ... and a wrong one fails: d/dx sin(x) is cos(x), not sin(x).
 #' bad_sin <- op_custom_gradient(\(x) {
-#'   tuple(sin(x), function(..., upstream = NULL) (upstream %||% ..1) * sin(x))
+#'   tuple(sin(x), function(upstream) upstream * sin(x))
 #' })
 #' result <- gradcheck(bad_sin, c(0.5, 1))
 #' result
