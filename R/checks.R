@@ -140,6 +140,24 @@ check_number <- function(
   as.double(x)
 }
 
+# An argument without a default that the caller left out (R would say so
+# only where it is first used, inside customgrad).
+check_required <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  if (missing(x)) {
+    abort_customgrad(
+      "{.arg {arg}} is missing, with no default.",
+      class = "bad_argument",
+      call = call
+    )
+  }
+  invisible()
+}
+
 check_bool <- function(
   x,
   ...,

@@ -74,7 +74,7 @@ call_compiled <- function(state, args, call) {
   state$eager <- state$eager %||% !autodiff_py()$backend_compiles()
   if (state$eager) {
     return(as_input(
-      call_wrapped(state, inputs),
+      call_wrapped(state, inputs, call = call),
       "The value of `f`",
       call = call
     ))
@@ -90,6 +90,10 @@ call_compiled <- function(state, args, call) {
   # in a dict, so that no name clashes with the callable's own arguments.
   named <- nzchar(names(inputs) %||% rep("", length(inputs)))
   kwargs <- if (any(named)) inputs[named]
+  # The call, for errors about it raised while Python traces f.
+  previous <- state$call
+  state$call <- call
+  on.exit(state$call <- previous, add = TRUE)
   with_python_errors(
     fn(unname(inputs[!named]), kwargs),
     call = call
@@ -101,5 +105,8 @@ compiled_forward <- function(state, ...) {
   abort_if_stack_low()
   # Called by the caller's name for it, so that an error in it says `f()`
   # or that name, not customgrad's internals.
-  as_input(call_wrapped(state, list(...)), "The value of `f`")
+  as_input(
+    call_wrapped(state, list(...), call = state$call),
+    "The value of `f`"
+  )
 }

@@ -61,6 +61,7 @@ error_classes <- c(
   python_version = "The Python given to `install_customgrad()` is too old.",
   install_failed = "A step of `install_customgrad()` failed.",
   load_function = "A loaded custom-gradient layer can't find its function, and its saved traces don't serve the call.",
+  not_serializable = "`save_model()` met a custom-gradient function where Keras would save it by a name that loading can't find: in a `Lambda` layer made with `layer_lambda()`, or as an activation.",
   load_format = "A loaded custom-gradient layer would run on its saved traces, and they have a format this customgrad doesn't read: saved by a newer customgrad, or by an older one than it still reads.",
   thread = "A custom-gradient function was called from a Python thread other than the main one, where R can't run.",
   distributed = "`use_distributed()` was asked for what the backend can't do (several processes on TensorFlow or PyTorch, devices on PyTorch).",
@@ -209,6 +210,64 @@ rethrow_python_error <- function(cnd, call) {
   )
 }
 
+# A customgrad error raised in Python that reached R through code that is
+# not customgrad's (keras3's save_model() and load_model(), a model's
+# fit()) is the Python exception itself, to which reticulate gives
+# customgrad's R classes (errors.r_class_base()). Its message is the one R
+# writes for it, and its call is the keras3 or customgrad function the
+# user called rather than reticulate's py_call_impl().
+#' @export
+conditionMessage.customgrad_error <- function(c) {
+  cnd <- if (is_python_error(c)) condition_of_python_error(c)
+  if (is.null(cnd)) NextMethod() else conditionMessage(cnd)
+}
+
+# rlang (and testthat's snapshots) read the message as a header (a method
+# of rlang's generic, which lintr takes for a function name).
+#' @exportS3Method rlang::cnd_header
+cnd_header.customgrad_error <- function(cnd, ...) {
+  # nolint
+  r_cnd <- if (is_python_error(cnd)) condition_of_python_error(cnd)
+  if (is.null(r_cnd)) NextMethod() else conditionMessage(r_cnd)
+}
+
+#' @export
+conditionCall.customgrad_error <- function(c) {
+  if (!is_python_error(c)) {
+    return(NextMethod())
+  }
+  user_call_in_trace(c)
+}
+
+is_python_error <- function(cnd) {
+  inherits(cnd, "python.builtin.BaseException") &&
+    inherits(cnd, "python.builtin.object")
+}
+
+# The R condition that customgrad's own calls signal for the Python
+# exception `cnd` (see rethrow_python_error()), or NULL.
+condition_of_python_error <- function(cnd) {
+  found <- tryCatch(
+    {
+      rethrow_python_error(cnd, call = NULL)
+      NULL
+    },
+    error = identity
+  )
+  if (is_python_error(found)) NULL else found
+}
+
+# The first call of a keras3 or customgrad function in the R trace that
+# reticulate keeps with a Python exception: the function the user called.
+user_call_in_trace <- function(cnd) {
+  trace <- tryCatch(cnd$trace, error = function(e) NULL)
+  if (!inherits(trace, "rlang_trace")) {
+    return(NULL)
+  }
+  entry <- which(trace$namespace %in% c("keras3", "customgrad"))
+  if (length(entry) == 0L) NULL else trace$call[[entry[[1]]]]
+}
+
 # The message for an error customgrad's Python module raised, from its
 # class and details (`d` in the templates).
 python_error_message <- function(class, d) {
@@ -263,6 +322,20 @@ python_error_message <- function(class, d) {
       } else {
         "Pass it to {.fn load_model}: {.code custom_objects = list({d$`function`} = <function>)}, or register it once with {.code register_keras_serializable({d$`function`}, name = \"{d$`function`}\")}."
       }
+    ),
+    not_serializable = c(
+      if (is.null(d$layer)) {
+        "Keras can't save the custom-gradient function in this model."
+      } else {
+        "Keras can't save the custom-gradient function in the {.code Lambda} layer {.val {d$layer}}."
+      },
+      "x" = "The model would save, but not load: Keras saves the function by a name that {.fn load_model} can't find it by.",
+      "i" = if (is.null(d$layer)) {
+        "Make a layer of it with {.fn layer_custom_gradient}: it saves and reloads with the model."
+      } else {
+        "Make the layer with {.fn layer_custom_gradient} instead of {.fn layer_lambda}: it saves and reloads with the model."
+      },
+      "i" = "See {.vignette customgrad::troubleshooting}, \"A model that won't reload\"."
     ),
     load_format = c(
       switch(

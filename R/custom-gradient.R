@@ -133,12 +133,13 @@
 #' code, which `op_*()` calls run. R code there that runs longer than half
 #' a second is stopped at once, as usual.
 #'
-#' To keep R out of a training loop, make it a layer with
-#' [layer_custom_gradient()], which also saves and reloads with the model.
-#' `layer_lambda(log1pexp)` runs without R once traced too, but Keras can't
-#' reload a `Lambda` layer holding an R function, and
-#' `layer_lambda(\(x) log1pexp(x))` calls the R closure at every step on
-#' PyTorch (on TensorFlow and JAX, `fit()` traces it once either way).
+#' In a model, make it a layer with [layer_custom_gradient()]: R stays
+#' out of the training loop, and the layer saves and reloads with the model.
+#' Not `layer_lambda(log1pexp)`: Keras can't reload a `Lambda` layer holding
+#' a function made in R, so [keras3::save_model()] refuses such a model with
+#' an error of class `customgrad_error_not_serializable` (and
+#' `layer_lambda(\(x) log1pexp(x))` also calls the R closure at every step
+#' on PyTorch).
 #'
 #' @section Recursion:
 #' `f` and `grad` may call the function itself (or another custom-gradient
@@ -378,9 +379,9 @@ custom_gradient_body <- function(inputs) {
   })
 }
 
-# The same for an f with `...`.
-call_custom_gradient <- function(state, inputs) {
-  call <- sys.call(-1)
+# The same for an f with `...`; `call` is the caller's call, named in
+# errors.
+call_custom_gradient <- function(state, inputs, call = sys.call(-1)) {
   fn <- state$py_from_r
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     fn <- custom_gradient_entry(state, call)

@@ -179,7 +179,7 @@ grad_transform_forward <- function(state, ...) {
   frame <- state$frame
   args <- frame$args
   args[state$wrt] <- inputs
-  value <- call_wrapped(state, args)
+  value <- call_wrapped(state, args, call = frame$call)
   value <- as_input(
     value,
     "The value of `f`",
@@ -217,10 +217,14 @@ new_transform <- function(f, state, fun) {
 
 # Call the function a transform wraps by the name the caller gave it, so
 # that an error inside it names `h(x = x)` rather than the function's
-# deparsed source.
-call_wrapped <- function(state, args) {
+# deparsed source. A function the caller gave no name is called `f()`;
+# customgrad's own errors about that call (a wrapped op_grad() whose value
+# is not a scalar) name `call` instead, the caller's call of the transform:
+# `f()` is not a function the caller knows.
+call_wrapped <- function(state, args, call = NULL) {
   name <- state$label
-  if (is.null(name) || !identical(make.names(name), name)) {
+  named <- !is.null(name) && identical(make.names(name), name)
+  if (!named) {
     name <- "f"
   }
   arg_names <- names(args) %||% character(length(args))
@@ -235,7 +239,24 @@ call_wrapped <- function(state, args) {
   }
   call_args <- lapply(vars, as.symbol)
   names(call_args) <- arg_names
-  eval(as.call(c(as.symbol(name), call_args)), env)
+  wrapped <- as.call(c(as.symbol(name), call_args))
+  if (named || is.null(call)) {
+    return(eval(wrapped, env))
+  }
+  tryCatch(eval(wrapped, env), customgrad_error = function(cnd) {
+    if (identical(.subset2(cnd, "call"), wrapped)) {
+      cnd <- with_call(cnd, call)
+    }
+    stop(cnd)
+  })
+}
+
+# `cnd` with `call` (whatever methods its classes have for `$<-`).
+with_call <- function(cnd, call) {
+  classes <- class(cnd)
+  cnd <- unclass(cnd)
+  cnd$call <- call
+  structure(cnd, class = classes)
 }
 
 # What a transform prints: its kind, arguments, and the function it wraps

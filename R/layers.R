@@ -21,7 +21,8 @@
 #' it): `layer_custom_gradient(op_custom_gradient(\(x) my_f(x, axis = 2L)))`.
 #' keras3's [keras3::layer_lambda()] passes options too, with `arguments =
 #' list(axis = 2L)` (an R integer stays an integer), but calls `f` through
-#' R at every step on PyTorch.
+#' R at every step on PyTorch, and [keras3::save_model()] refuses a `Lambda`
+#' layer holding a custom-gradient function (Keras could not load it again).
 #'
 #' @section Saving and loading:
 #' [keras3::save_model()] saves the layer with the name of its function and

@@ -99,45 +99,71 @@
 #'   on_epoch_begin = \(epoch, logs) lambda$assign(min(1, (epoch - 1) / 9))
 #' )
 #' # model |> fit(..., epochs = 10, callbacks = list(ramp))
+#'
+#' # Every op has a layer form, composed as keras3's layers are.
+#' model <- keras_model_sequential(input_shape = 2) |>
+#'   layer_dense(4) |>
+#'   layer_gradient_clip_norm(max_norm = 1) |>
+#'   layer_gradient_clip_value(min = -0.1, max = 0.1) |>
+#'   layer_gradient_scale(scale = 0.5) |>
+#'   layer_straight_through("round") |>
+#'   layer_dense(1)
+#'
+#' # A layer by itself: the value passes, the gradient is halved.
+#' halve <- layer_gradient_scale(scale = 0.5)
+#' x32 <- op_convert_to_tensor(c(1, 2), "float32")
+#' op_grad(\(x) op_sum(halve(x)))(x32) # 0.5, 0.5
 NULL
 
 #' @rdname gradient-ops
 #' @export
 op_gradient_reversal <- function(x, lambda = 1) {
+  check_required(x)
   if (is_keras_variable(lambda)) {
-    return(ready_made_op("gradient_reversal_by")(x, lambda))
+    op <- ready_made_op("gradient_reversal_by")
+    return(apply_ready_made(op, x, lambda = lambda))
   }
-  ready_made_op("gradient_reversal", lambda = lambda)(x)
+  apply_ready_made(ready_made_op("gradient_reversal", lambda = lambda), x)
 }
 
 #' @rdname gradient-ops
 #' @export
 op_gradient_scale <- function(x, scale) {
-  ready_made_op("gradient_scale", scale = scale)(x)
+  check_required(x)
+  check_required(scale)
+  apply_ready_made(ready_made_op("gradient_scale", scale = scale), x)
 }
 
 #' @rdname gradient-ops
 #' @export
 op_gradient_clip_value <- function(x, min, max) {
-  ready_made_op("gradient_clip_value", min = min, max = max)(x)
+  check_required(x)
+  check_required(min)
+  check_required(max)
+  fn <- ready_made_op("gradient_clip_value", min = min, max = max)
+  apply_ready_made(fn, x)
 }
 
 #' @rdname gradient-ops
 #' @export
 op_gradient_clip_norm <- function(x, max_norm) {
-  ready_made_op("gradient_clip_norm", max_norm = max_norm)(x)
+  check_required(x)
+  check_required(max_norm)
+  apply_ready_made(ready_made_op("gradient_clip_norm", max_norm = max_norm), x)
 }
 
 #' @rdname gradient-ops
 #' @export
 op_straight_through <- function(x, f = "sign") {
-  ready_made_op("straight_through", f = f)(x)
+  check_required(x)
+  apply_ready_made(ready_made_op("straight_through", f = f), x)
 }
 
 #' @rdname gradient-ops
 #' @export
 op_log1pexp <- function(x) {
-  ready_made_op("log1pexp")(x)
+  check_required(x)
+  apply_ready_made(ready_made_op("log1pexp"), x)
 }
 
 #' @rdname gradient-ops
@@ -151,6 +177,7 @@ layer_gradient_reversal <- function(object, lambda = 1, ...) {
 #' @export
 layer_gradient_scale <- function(object, scale, ...) {
   object <- if (missing(object)) NULL else object
+  check_required(scale)
   ready_made_layer(object, "gradient_scale", list(scale = scale), ...)
 }
 
@@ -158,6 +185,8 @@ layer_gradient_scale <- function(object, scale, ...) {
 #' @export
 layer_gradient_clip_value <- function(object, min, max, ...) {
   object <- if (missing(object)) NULL else object
+  check_required(min)
+  check_required(max)
   ready_made_layer(
     object,
     "gradient_clip_value",
@@ -170,6 +199,7 @@ layer_gradient_clip_value <- function(object, min, max, ...) {
 #' @export
 layer_gradient_clip_norm <- function(object, max_norm, ...) {
   object <- if (missing(object)) NULL else object
+  check_required(max_norm)
   ready_made_layer(object, "gradient_clip_norm", list(max_norm = max_norm), ...)
 }
 
@@ -269,6 +299,14 @@ ready_made_op <- function(name, ..., call = rlang::caller_env()) {
     assign(key, fn, envir = the$ready_made)
   }
   fn
+}
+
+# The ready-made op `fn` applied to `x` (and to the Keras variables in
+# `...`), with errors about the call naming the caller's
+# (`op_gradient_scale(x, 2)`), not `fn(x)`.
+apply_ready_made <- function(fn, x, ..., call = sys.call(-1)) {
+  state <- environment(fn)$.customgrad_state
+  call_custom_gradient(state, list(x = x, ...), call = call)
 }
 
 # The maker of a ready-made op saved as "customgrad::<name>", or NULL.

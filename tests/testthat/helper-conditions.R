@@ -141,6 +141,13 @@ error_triggers <- list(
       reason = "no_traces"
     )
   },
+  # Through keras3's save_model(): the message R writes for it all the same.
+  not_serializable = function() {
+    h <- new_doubler()
+    model <- keras_model_sequential(input_shape = 2) |>
+      layer_lambda(h, name = "doubled")
+    save_model(model, withr::local_tempfile(fileext = ".keras"))
+  },
   load_format = function() {
     raise_python_error(
       "SavedFormatError",

@@ -84,3 +84,26 @@ test_that("errors in f reach the caller of a compiled function", {
 test_that("a compiled function prints what it compiles", {
   expect_snapshot(op_compile(sin))
 })
+
+test_that("customgrad's errors about a wrapped function without a name name the compiled call, not f()", {
+  skip_if_no_backend()
+  double_it <- function(x) x * 2
+  err <- expect_error(
+    op_compile(op_grad(double_it))(c(1, 2)),
+    class = "customgrad_error_not_scalar"
+  )
+  expect_equal(
+    conditionCall(err),
+    quote(op_compile(op_grad(double_it))(c(1, 2)))
+  )
+  # A function the user named is named.
+  g <- op_grad(double_it)
+  err <- expect_error(
+    op_compile(g)(c(1, 2)),
+    class = "customgrad_error_not_scalar"
+  )
+  expect_equal(conditionCall(err), quote(g(x = x)))
+  # The user's own errors name the user's function.
+  err <- expect_error(op_compile(\(x) stop("boom"))(1), "boom")
+  expect_equal(conditionCall(err), quote(f(x = x)))
+})

@@ -58,7 +58,7 @@ test_that("a wrong number of gradients is a classed error naming both counts", {
   printed <- paste(format(err), collapse = "\n")
   expect_identical(lengths(gregexpr("must return 2 gradients", printed)), 1L)
   expect_s3_class(err$python_error, "error")
-  expect_match(conditionMessage(err$python_error), "GradientCountError")
+  expect_s3_class(err$python_error, "customgrad.errors.GradientCountError")
 })
 
 test_that("a gradient of the wrong shape is a classed error naming both shapes", {

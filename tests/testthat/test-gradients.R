@@ -254,3 +254,14 @@ test_that("a gradient function prints what it differentiates", {
     op_grad(function(...) sum(..1), wrt = 1)
   })
 })
+
+test_that("customgrad's errors about a wrapped function without a name name the caller's call, not f()", {
+  skip_if_no_backend()
+  double_it <- function(x) x * 2
+  err <- expect_error(
+    op_grad(op_grad(double_it))(c(1, 2)),
+    class = "customgrad_error_not_scalar"
+  )
+  expect_equal(conditionCall(err), quote(op_grad(op_grad(double_it))(c(1, 2))))
+  expect_no_match(conditionMessage(err), "f()", fixed = TRUE)
+})

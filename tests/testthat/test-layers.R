@@ -273,7 +273,7 @@ test_that("saved traces carry their format; other formats fail with a classed er
   expect_match(
     conditionMessage(err),
     sprintf(
-      "trace format %d; this customgrad reads format %d",
+      "traces have format %d; this customgrad reads format %d",
       format + 1L,
       format
     )
@@ -292,7 +292,7 @@ test_that("saved traces carry their format; other formats fail with a classed er
     conditionMessage(err),
     "Load it with the customgrad version that saved it"
   )
-  expect_match(conditionMessage(err), "save it again with this customgrad")
+  expect_match(conditionMessage(err), "save the model again with this customgrad")
 
   # The function, passed, stands in for the traces: the model loads, and
   # saved again, its traces have this customgrad's format.

@@ -283,3 +283,25 @@ test_that("in a model, op_log1pexp() trains as softplus does", {
   expect_equal(losses, reference, tolerance = 1e-5)
   expect_lt(losses[[3]], losses[[1]])
 })
+
+test_that("errors of the ready-made ops name the op the caller called", {
+  skip_if_no_backend()
+  err <- expect_error(op_log1pexp(1i), class = "customgrad_error_input")
+  expect_equal(conditionCall(err), quote(op_log1pexp(1i)))
+  err <- expect_error(
+    op_gradient_reversal(c(1, NA)),
+    class = "customgrad_error_na"
+  )
+  expect_equal(conditionCall(err), quote(op_gradient_reversal(c(1, NA))))
+  err <- expect_error(
+    op_gradient_clip_value(1, -1),
+    class = "customgrad_error_bad_argument"
+  )
+  expect_equal(conditionCall(err), quote(op_gradient_clip_value(1, -1)))
+  expect_snapshot(error = TRUE, {
+    op_gradient_scale(1i, 2)
+    op_gradient_clip_value(1, -1)
+    op_gradient_clip_norm(1)
+    layer_gradient_scale()
+  })
+})

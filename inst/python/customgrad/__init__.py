@@ -19,6 +19,7 @@ from customgrad.errors import (
     GradientCountError,
     GradientShapeError,
     GradientStructureError,
+    NotSerializableError,
     ThreadError,
     VariablesError,
     error_classes,
@@ -120,8 +121,12 @@ def held_by_python(call, owner, backend=None):
     """``call`` as Python code keeps it (a Keras layer, ``jax.grad(h)``):
     the same callable, holding ``owner`` (an R object that keeps ``f``
     alive).  ``call`` itself holds R's side weakly, so that R collects it
-    when R drops the function, unless Python holds such a copy."""
+    when R drops the function, unless Python holds such a copy.  Keras
+    can't save it (as a ``Lambda`` layer's function): saving raises
+    :class:`NotSerializableError` at once, where the saved model would fail
+    only when loaded."""
     from customgrad import _backend
+    from customgrad._keras_internals import refuse_serialization
 
     def held(*args):
         return call(*args)
@@ -131,7 +136,17 @@ def held_by_python(call, owner, backend=None):
     held.output_spec = call.output_spec
     held.from_r = call.from_r
     held.r_owner = owner
+    refuse_serialization(held, _refuse_serialization)
     return held
+
+
+def _refuse_serialization():
+    """Keras would save a custom-gradient function by its Python name
+    (``held``), which no loading finds: R's function has none (a ``Lambda``
+    layer's function, say).  ``layers.CustomGradient`` saves it instead."""
+    from customgrad._keras_internals import lambda_layer_serialising
+
+    raise NotSerializableError(layer=lambda_layer_serialising())
 
 
 def grad_gets_variables(backend=None):

@@ -20,6 +20,7 @@ load (``tests/test_layers.py``).
 
 import collections
 import importlib
+import sys
 
 import keras
 
@@ -35,6 +36,8 @@ INTERNALS = (
     "keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE",
     "keras.src.utils.naming.auto_name",
     "keras.ops arithmetic class names",
+    "serialize_keras_object asks get_build_config()",
+    "Lambda.get_config serialises its function",
 )
 
 
@@ -174,6 +177,32 @@ def auto_name(prefix):
     (``prefix``, ``prefix_1``, ...).  Relies on
     ``keras.src.utils.naming.auto_name``."""
     return _keras_src("utils.naming", "auto_name")(prefix)
+
+
+# --- Saving ------------------------------------------------------------------
+
+
+def refuse_serialization(obj, refuse):
+    """Make Keras' serializer call ``refuse()``, which raises, when it meets
+    ``obj`` (a function Keras would save by a name that loading can't
+    find), instead of saving it.  Relies on
+    ``keras.saving.serialize_keras_object`` asking every object it
+    serialises, functions included, for ``get_build_config()`` if it has
+    one."""
+    obj.get_build_config = refuse
+
+
+def lambda_layer_serialising():
+    """The name of the ``Lambda`` layer whose config Keras is making (the
+    nearest on the call stack), or None.  Relies on ``Lambda.get_config``
+    serialising its function in a frame whose ``self`` is the layer."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, keras.layers.Lambda):
+            return owner.name
+        frame = frame.f_back
+    return None
 
 
 # --- keras.src ---------------------------------------------------------------

@@ -196,6 +196,20 @@ class SavedFormatError(CustomGradError, r_class_base("customgrad_error_load_form
         super().__init__(message, **details)
 
 
+class NotSerializableError(CustomGradError, r_class_base("customgrad_error_not_serializable")):
+    """Keras was about to save a custom-gradient function made in R by a
+    name that loading can't find (a ``Lambda`` layer's function): ``layer``
+    names that layer, or is None."""
+
+    template = "The custom-gradient function{in_layer} can't be saved: Keras saves a Lambda layer's function by a name, and can't find a function made in R by it when loading. Make the layer with R's layer_custom_gradient(), which saves and reloads with the model."
+
+    def __init__(self, message=None, **details):
+        if message is None:
+            layer = details.setdefault("layer", None)
+            details["in_layer"] = "" if layer is None else f" in the Lambda layer {layer!r}"
+        super().__init__(message, **details)
+
+
 class ProtocolError(CustomGradError, r_class_base("customgrad_error_internal")):
     """R and Python disagree about a message between them: a customgrad bug."""
 

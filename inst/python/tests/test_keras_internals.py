@@ -209,6 +209,50 @@ def test_arithmetic_operations_by_class_name():
         assert ki.arithmetic(ki.producing_call(keras.ops.exp(x)).operation) is None
 
 
+class _Refused(Exception):
+    pass
+
+
+def _refuse():
+    raise _Refused()
+
+
+def test_serialize_keras_object_asks_get_build_config():
+    def fn(x):
+        return x
+
+    ki.refuse_serialization(fn, _refuse)
+    with relied_on(
+        "serialize_keras_object asks get_build_config()",
+        "`keras.saving.serialize_keras_object(fn)` calls `fn.get_build_config()` "
+        "on a function that has one, also as a Lambda layer's function or a "
+        "Dense layer's activation",
+    ):
+        with pytest.raises(_Refused):
+            keras.saving.serialize_keras_object(fn)
+        with pytest.raises(_Refused):
+            keras.layers.Lambda(fn).get_config()
+        with pytest.raises(_Refused):
+            keras.layers.Dense(1, activation=fn).get_config()
+
+
+def test_lambda_get_config_serialises_its_function_in_its_frame():
+    seen = []
+
+    def fn(x):
+        return x
+
+    ki.refuse_serialization(fn, lambda: seen.append(ki.lambda_layer_serialising()))
+    with relied_on(
+        "Lambda.get_config serialises its function",
+        "`Lambda.get_config()` serialises the layer's function in a frame "
+        "whose `self` is the layer",
+    ):
+        keras.layers.Lambda(fn, name="probe_lambda").get_config()
+        assert seen == ["probe_lambda"]
+    assert ki.lambda_layer_serialising() is None
+
+
 def test_every_internal_is_checked():
     # Runs last in this file (pytest keeps the order of definition).
     assert _checked == set(ki.INTERNALS)

@@ -12,7 +12,12 @@ import pytest
 import customgrad
 import customgrad.layers
 from customgrad import _saving
-from customgrad.errors import FunctionNotFoundError, SavedFormatError, find_error
+from customgrad.errors import (
+    FunctionNotFoundError,
+    NotSerializableError,
+    SavedFormatError,
+    find_error,
+)
 
 from test_trace import Counted, expected_grad
 from test_adapters import grad_of, reply
@@ -119,6 +124,27 @@ def test_without_traces_or_function_loading_fails_with_the_class(tmp_path):
         "named": " `log1pexp`",
         "how": info.value.details["how"],
     }
+
+
+def test_a_lambda_layer_holding_a_function_refuses_to_save(tmp_path):
+    # What R hands Keras for a custom-gradient function (keras3's
+    # layer_lambda(log1pexp)): saved, it would name a function that loading
+    # can't find.
+    h = customgrad.custom_gradient(Counted())
+    held = customgrad.held_by_python(h, owner=None)
+    inputs = keras.Input(shape=(3,))
+    outputs = keras.layers.Lambda(held, name="softplus")(inputs)
+    model = keras.Model(inputs, outputs)
+    with pytest.raises(NotSerializableError) as info:
+        model.save(str(tmp_path / "model.keras"))
+    assert info.value.details["layer"] == "softplus"
+    assert "layer_custom_gradient()" in str(info.value)
+    # Elsewhere in a model (a Dense layer's activation), without a layer name.
+    with pytest.raises(NotSerializableError) as info:
+        keras.layers.Dense(2, activation=held).get_config()
+    assert info.value.details["layer"] is None
+    # The callable Keras gets for a layer is not refused.
+    make_model(h).get_config()
 
 
 def test_keras_rewrapped_errors_keep_the_class_and_find_the_original():
