@@ -91,26 +91,8 @@ use_distributed <- function(
   backend <- backend_name()
   if (num_processes > 1) {
     check_coordinator(coordinator)
-    if (!identical(backend, "jax")) {
-      abort_customgrad(
-        c(
-          "A run of several processes needs the JAX backend.",
-          "x" = "Keras runs with {.val {backend}}.",
-          "i" = "Call {.code keras3::use_backend(\"jax\")} first; with TensorFlow, use {.arg local_devices} and {.code tf$distribute$MirroredStrategy()} in one process."
-        ),
-        class = "distributed"
-      )
-    }
   }
-  if (!is.null(local_devices) && identical(backend, "torch")) {
-    abort_customgrad(
-      c(
-        "Keras' PyTorch backend has no devices to arrange.",
-        "i" = "Use the JAX or TensorFlow backend for {.arg local_devices}."
-      ),
-      class = "distributed"
-    )
-  }
+  check_distributed_backend(backend, num_processes, local_devices)
   settings <- list(
     num_processes = as.integer(num_processes),
     process_id = as.integer(process_id),
@@ -150,16 +132,51 @@ arrange_distributed <- function(backend, settings, call = rlang::caller_env()) {
       }
     },
     customgrad_error_distributed_started = function(cnd) {
-      abort_customgrad(
-        c(
-          "Processes and devices must be arranged before the backend starts.",
-          "x" = "Keras has started with {.val {backend}} already.",
-          "i" = "Restart R and call {.fn use_distributed} at the top of the script, after {.fn keras3::use_backend} and before any other Keras code."
-        ),
-        class = "distributed_started",
-        call = call
-      )
+      abort_distributed_started(backend, call)
     }
+  )
+}
+
+# What each backend can arrange: several processes only JAX, devices not
+# PyTorch.
+check_distributed_backend <- function(
+  backend,
+  num_processes,
+  local_devices,
+  call = rlang::caller_env()
+) {
+  if (num_processes > 1 && !identical(backend, "jax")) {
+    abort_customgrad(
+      c(
+        "A run of several processes needs the JAX backend.",
+        "x" = "Keras runs with {.val {backend}}.",
+        "i" = "Call {.code keras3::use_backend(\"jax\")} first; with TensorFlow, use {.arg local_devices} and {.code tf$distribute$MirroredStrategy()} in one process."
+      ),
+      class = "distributed",
+      call = call
+    )
+  }
+  if (!is.null(local_devices) && identical(backend, "torch")) {
+    abort_customgrad(
+      c(
+        "Keras' PyTorch backend has no devices to arrange.",
+        "i" = "Use the JAX or TensorFlow backend for {.arg local_devices}."
+      ),
+      class = "distributed",
+      call = call
+    )
+  }
+}
+
+abort_distributed_started <- function(backend, call) {
+  abort_customgrad(
+    c(
+      "Processes and devices must be arranged before the backend starts.",
+      "x" = "Keras has started with {.val {backend}} already.",
+      "i" = "Restart R and call {.fn use_distributed} at the top of the script, after {.fn keras3::use_backend} and before any other Keras code."
+    ),
+    class = "distributed_started",
+    call = call
   )
 }
 

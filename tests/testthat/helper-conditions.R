@@ -160,6 +160,21 @@ error_triggers <- list(
     )
   },
   thread = function() raise_python_error("ThreadError", thread = "worker"),
+  # Real ones: test-distributed*.R (which depend on the backend in use).
+  distributed = function() {
+    customgrad:::check_distributed_backend(
+      "torch",
+      num_processes = 1L,
+      local_devices = 2L,
+      call = quote(use_distributed(local_devices = 2))
+    )
+  },
+  distributed_started = function() {
+    customgrad:::abort_distributed_started(
+      "jax",
+      call = quote(use_distributed(local_devices = 2))
+    )
+  },
   # The backend's own errors in f and grad (their messages are the
   # backend's: a snapshot per backend).
   f = function() {
