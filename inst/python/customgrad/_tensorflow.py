@@ -123,11 +123,11 @@ def on_main_thread(fn):
     """``fn()``, from a replica's thread of a ``tf.distribute`` strategy
     run on the main thread: ``merge_call()`` pauses every replica (each
     calls it, as each meets the same missing trace) and runs the first
-    one's ``fn`` there. Elsewhere ``fn()`` runs here."""
-    context = tf.distribute.get_replica_context()
-    if context is None:  # cross-replica context: on the main thread already
+    one's ``fn`` there. Elsewhere (another thread, where the default
+    replica context would run it in place) ``fn()`` runs here."""
+    if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
         return fn()
-    return context.merge_call(lambda strategy: fn())
+    return tf.distribute.get_replica_context().merge_call(lambda strategy: fn())
 
 
 def nbytes(x):

@@ -221,7 +221,11 @@ class Traced:
             # between the replicas' steps; elsewhere call_r refuses.
             on_main = getattr(_backend.adapter(), "on_main_thread", None)
             if on_main is not None:
-                return on_main(lambda: self._trace(key, flat, in_spec, keep))
+                return on_main(lambda: self._trace_here(key, flat, in_spec, keep))
+        return self._trace_here(key, flat, in_spec, keep)
+
+    def _trace_here(self, key, flat, in_spec, keep):
+        """:meth:`_trace` on this thread."""
         self.traces += 1
         pending = _Pending(key)
         self.in_progress.append(pending)
