@@ -73,8 +73,8 @@ use_distributed <- function(
   coordinator = first_job_address(),
   local_devices = NULL
 ) {
-  check_count(num_processes, "num_processes")
-  check_count(process_id, "process_id", from = 0L)
+  check_count(num_processes)
+  check_count(process_id, from = 0L)
   if (process_id >= num_processes) {
     abort_customgrad(
       c(
@@ -86,13 +86,13 @@ use_distributed <- function(
     )
   }
   if (!is.null(local_devices)) {
-    check_count(local_devices, "local_devices")
+    check_count(local_devices)
   }
   backend <- backend_name()
   if (num_processes > 1) {
     check_coordinator(coordinator)
   }
-  check_distributed_backend(backend, num_processes, local_devices)
+  ensure_distributed_backend(backend, num_processes, local_devices)
   settings <- list(
     num_processes = as.integer(num_processes),
     process_id = as.integer(process_id),
@@ -139,7 +139,7 @@ arrange_distributed <- function(backend, settings, call = rlang::caller_env()) {
 
 # What each backend can arrange: several processes only JAX, devices not
 # PyTorch.
-check_distributed_backend <- function(
+ensure_distributed_backend <- function(
   backend,
   num_processes,
   local_devices,
@@ -195,7 +195,13 @@ env_integer <- function(name, default) {
   if (nzchar(value)) suppressWarnings(as.integer(value)) else default
 }
 
-check_count <- function(x, arg, from = 1L, call = rlang::caller_env()) {
+check_count <- function(
+  x,
+  from = 1L,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   ok <- is.numeric(x) &&
     length(x) == 1 &&
     !is.na(x) &&
@@ -213,7 +219,12 @@ check_count <- function(x, arg, from = 1L, call = rlang::caller_env()) {
   }
 }
 
-check_coordinator <- function(x, call = rlang::caller_env()) {
+check_coordinator <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   ok <- is.character(x) && length(x) == 1 && grepl("^[^:]+:[0-9]+$", x)
   if (!ok) {
     abort_customgrad(

@@ -162,7 +162,7 @@ error_triggers <- list(
   thread = function() raise_python_error("ThreadError", thread = "worker"),
   # Real ones: test-distributed*.R (which depend on the backend in use).
   distributed = function() {
-    customgrad:::check_distributed_backend(
+    customgrad:::ensure_distributed_backend(
       "torch",
       num_processes = 1L,
       local_devices = 2L,
