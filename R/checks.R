@@ -158,6 +158,31 @@ check_required <- function(
   invisible()
 }
 
+# A whole number, `from` or more (a count, or an id from 0).
+check_count <- function(
+  x,
+  from = 1L,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  ok <- is.numeric(x) &&
+    length(x) == 1 &&
+    !is.na(x) &&
+    x == round(x) &&
+    x >= from
+  if (!ok) {
+    abort_customgrad(
+      c(
+        "{.arg {arg}} must be a whole number, {from} or more.",
+        "x" = "It is {describe_object(x)}{if (is.numeric(x) && length(x) == 1) paste0(': ', x) else ''}."
+      ),
+      class = "bad_argument",
+      call = call
+    )
+  }
+}
+
 check_bool <- function(
   x,
   ...,

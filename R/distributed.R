@@ -195,30 +195,6 @@ env_integer <- function(name, default) {
   if (nzchar(value)) suppressWarnings(as.integer(value)) else default
 }
 
-check_count <- function(
-  x,
-  from = 1L,
-  ...,
-  arg = rlang::caller_arg(x),
-  call = rlang::caller_env()
-) {
-  ok <- is.numeric(x) &&
-    length(x) == 1 &&
-    !is.na(x) &&
-    x == round(x) &&
-    x >= from
-  if (!ok) {
-    abort_customgrad(
-      c(
-        "{.arg {arg}} must be a whole number, {from} or more.",
-        "x" = "It is {.obj_type_friendly {x}}{if (is.numeric(x) && length(x) == 1) paste0(': ', x) else ''}."
-      ),
-      class = "bad_argument",
-      call = call
-    )
-  }
-}
-
 check_coordinator <- function(
   x,
   ...,
@@ -230,7 +206,7 @@ check_coordinator <- function(
     abort_customgrad(
       c(
         "{.arg coordinator} must be {.val host:port}.",
-        "x" = "It is {.obj_type_friendly {x}}{if (is.character(x) && length(x) == 1) paste0(': ', encodeString(x, quote = '\"')) else ''}.",
+        "x" = "It is {describe_object(x)}{if (is.character(x) && length(x) == 1) paste0(': ', encodeString(x, quote = '\"')) else ''}.",
         "i" = "Give the address of process 0 and a free port, such as {.val 10.0.0.1:12355}."
       ),
       class = "bad_argument",
