@@ -12,7 +12,10 @@
 #    integrity hashes and the browser verifies every one;
 #  - bootstrap-toc, which no registry carries: customgrad's own Toc from
 #    the file toc.js in tools/site;
-#  - MathJax from Debian's libjs-mathjax (2.7.9; pkgdown pins 2.7.5).
+#  - MathJax from Debian's libjs-mathjax (2.7.9; pkgdown pins 2.7.5), with
+#    the CommonHTML output instead of pkgdown's HTML-CSS one: HTML-CSS probes
+#    fonts with an @font-face at about:blank, which browsers refuse and log
+#    as a console error on every page with a formula.
 #
 # Usage: Rscript tools/build-site.R [node_modules] [mathjax]
 
@@ -55,7 +58,7 @@ links <- data.frame(
     "mark/mark.min.js",
     "mathjax/MathJax.js",
     "mathjax/MathJax.js",
-    "mathjax/config/TeX-AMS-MML_HTMLorMML.js"
+    "mathjax/config/TeX-AMS_CHTML.js"
   ),
   identical = c(TRUE, TRUE, FALSE, rep(TRUE, 6), FALSE, FALSE, FALSE)
 )
@@ -90,9 +93,9 @@ vendor_sources <- c(
   ),
   "mark/mark.min.js" = file.path(node_modules, "mark.js/dist/mark.min.js"),
   "mathjax/MathJax.js" = file.path(mathjax, "MathJax.js"),
-  "mathjax/config/TeX-AMS-MML_HTMLorMML.js" = file.path(
+  "mathjax/config/TeX-AMS_CHTML.js" = file.path(
     mathjax,
-    "config/TeX-AMS-MML_HTMLorMML.js"
+    "config/TeX-AMS_CHTML.js"
   ),
   "mathjax/extensions" = file.path(mathjax, "extensions"),
   "mathjax/fonts" = file.path(mathjax, "fonts"),
