@@ -114,3 +114,22 @@ test_that("a customgrad error raised in Python through keras3's own functions ge
   err <- expect_error(load_model(tempfile(fileext = ".keras")))
   expect_false(inherits(err, "customgrad_error"))
 })
+
+test_that("with_python_errors() keeps nothing of a value once it returns", {
+  # A collection run inside the next call (as customgrad's are) must find
+  # the last value garbage: R kept the frame around withCallingHandlers()
+  # reachable, and a tensor in it outlived the collection.
+  finalized <- 0
+  value <- function() {
+    e <- new.env()
+    reg.finalizer(e, function(e) finalized <<- finalized + 1)
+    e
+  }
+  for (i in 1:6) {
+    customgrad:::with_python_errors({
+      gc(full = FALSE)
+      value()
+    })
+  }
+  expect_equal(finalized, 5) # all but the last one's value
+})
