@@ -90,6 +90,13 @@
 #'
 #' @section Options:
 #' * `customgrad.gc_threshold_mb`: see "Memory" above.
+#' * `customgrad.freeze_imports`: `FALSE` leaves out the freezing of what
+#'   Keras' import made (its modules, classes and functions, and its
+#'   backend's) out of Python's cyclic garbage collector (`gc.freeze()`).
+#'   By default it is frozen when customgrad sees Keras imported, since a
+#'   full collection that walks those objects costs ~190 ms and tensors R
+#'   holds make such collections frequent in eager loops (~15 us of each
+#'   call at n = 1, ~3 us frozen). Set it before Python starts.
 #' * `customgrad.max_traces`: the most traces one custom-gradient function
 #'   keeps (default 32); see "When R runs" in [op_custom_gradient()].
 #' * `customgrad.tf_startup_log`: `TRUE` shows the lines TensorFlow's C++

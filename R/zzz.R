@@ -18,13 +18,18 @@ on_python_start <- function() {
 # customgrad's layer class is registered with Keras as soon as Keras is
 # imported, so that keras3's load_model() finds it in a fresh session
 # (see _keras_hook.py); R's resolver finds a loaded layer's R function.
+# What Keras' import made is then frozen out of Python's cyclic collector,
+# unless `options(customgrad.freeze_imports = FALSE)` (_keras_hook.py).
 # Never fails: without it, only loading saved layers would.
 register_layer_on_keras_start <- function() {
   tryCatch(
     {
       add_python_path()
       hook <- reticulate::import("customgrad._keras_hook", convert = TRUE)
-      invisible(hook$install(r_callback(resolve_layer_function)))
+      invisible(hook$install(
+        r_callback(resolve_layer_function),
+        freeze = !isFALSE(getOption("customgrad.freeze_imports"))
+      ))
     },
     error = function(cnd) invisible(FALSE)
   )

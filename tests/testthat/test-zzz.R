@@ -51,3 +51,29 @@ test_that("a TensorFlow import that fails still fails, with its error", {
   )
   expect_match(err, "tensorflow.python|import", ignore.case = TRUE)
 })
+
+test_that("what Keras' import made is frozen out of Python's cyclic collector, unless asked not to", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  frozen_after_start <- function(freeze) {
+    callr::r(
+      function(freeze) {
+        options(customgrad.freeze_imports = freeze)
+        library(keras3)
+        library(customgrad)
+        invisible(op_add(1, 1)) # Keras starts
+        gc <- reticulate::import("gc")
+        list(frozen = gc$get_freeze_count(), tracked = length(gc$get_objects()))
+      },
+      args = list(freeze = freeze),
+      libpath = .libPaths(),
+      env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend())
+    )
+  }
+  frozen <- frozen_after_start(TRUE)
+  as_is <- frozen_after_start(FALSE)
+  expect_equal(as_is$frozen, 0)
+  # Keras and its backend: most of what the collector would walk
+  expect_gt(frozen$frozen, 100000)
+  expect_lt(frozen$tracked, as_is$tracked / 2)
+})
