@@ -62,8 +62,11 @@ test_that("what Keras' import made is frozen out of Python's cyclic collector, u
         library(keras3)
         library(customgrad)
         invisible(op_add(1, 1)) # Keras starts
-        gc <- reticulate::import("gc")
-        list(frozen = gc$get_freeze_count(), tracked = length(gc$get_objects()))
+        gc <- reticulate::import("gc", convert = FALSE)
+        list(
+          frozen = reticulate::py_to_r(gc$get_freeze_count()),
+          tracked = reticulate::py_len(gc$get_objects())
+        )
       },
       args = list(freeze = freeze),
       libpath = .libPaths(),
