@@ -1,4 +1,5 @@
-"""customgrad's layer class, known to Keras as soon as Keras is imported.
+"""What customgrad does as soon as Keras is imported: its layer class
+registered, and what the import made frozen out of Python's collector.
 
 A saved model names its custom-gradient layers' class, and Keras finds a
 class only if it is registered (``customgrad.layers`` registers it when
@@ -15,9 +16,10 @@ full collection walked them all, ~190 ms, and R makes full ones frequent:
 a tensor R holds outlives Python's young generations until R's own
 collector drops it.  Measured from R on PyTorch at n = 1: Python's
 collector took ~15 us of each custom-gradient call, ~3 us with the
-import frozen.  Only objects made at import are frozen (Keras imported
-before this hook keeps its own), and
-``options(customgrad.freeze_imports = FALSE)`` leaves it out.
+import frozen.  Everything alive when Keras' import ends is frozen
+(anything made before it too); a Keras imported before this hook is
+installed is left as it is, and ``options(customgrad.freeze_imports =
+FALSE)`` leaves it out.
 """
 
 import importlib
