@@ -57,21 +57,33 @@
 #' the traced dtypes show the result is the same.
 #'
 #' @section Memory:
-#' A tensor referenced from R is released only when R's garbage collector
-#' runs, and R does not know how big the tensor is. customgrad runs a minor
-#' `gc()` at the start of a custom-gradient call once, since the last
-#' collection, either the tensors it handed to R (values and gradients
-#' passed to and from custom-gradient functions) or the process's memory
-#' (on Linux: glibc's bytes in use and the resident set; this covers the
-#' tensors keras3's `op_*()` hand to R inside `f` and `grad`) grew past
-#' `getOption("customgrad.gc_threshold_mb", 64)` megabytes (the bytes
-#' handed to R also at once past four times that). When memory is still
-#' past the threshold after that collection (tensors kept alive across an
-#' earlier collection are in an older generation, which a minor one
-#' leaves), a full `gc()` follows. An eager loop over 1e7-element tensors
-#' then peaks within 2x the memory of the same loop in Python; a higher
-#' threshold runs fewer full collections (~150 ms each) for more memory.
-#' Set the option before the first customgrad call.
+#' What R holds: every tensor an R variable or temporary refers to (the
+#' values and gradients your code gets, keras3's `op_*()` results). When it
+#' is released: only when R's garbage collector runs, since R does not know
+#' how big a tensor is. So customgrad runs a minor `gc()` (a few ms) at the
+#' start of a custom-gradient call once, since the last collection, either
+#' the tensors it handed to R (values and gradients passed to and from
+#' custom-gradient functions) or the process's memory (on Linux: glibc's
+#' bytes in use, TensorFlow's allocator's count and the resident set; this
+#' covers the tensors your code gets from keras3 and the backends) grew
+#' past `getOption("customgrad.gc_threshold_mb", 64)` megabytes (the bytes
+#' handed to R also at once past four times that).
+#'
+#' What it costs: a minor collection keeps what the R code running at that
+#' moment receives afterwards (about one step's value and gradient in a
+#' loop) until one of R's less frequent collections: R makes every 21st
+#' collection a level-1 one, which releases it, and every 126th a full one
+#' (~135 ms in an R session with Keras). So a loop keeps up to about 20
+#' steps' results. When a minor collection kept more than half the
+#' threshold of the memory in use since the collection before (tensors of
+#' ten million elements: every collection), or memory in use has grown
+#' eight thresholds since the last full collection, customgrad runs a full
+#' `gc()` at once. An eager loop over 1e7-element tensors then peaks within
+#' 2x the memory of the same loop in Python; one over 1e6-element tensors
+#' runs no full collection but R's own (about one per 2,000 steps) and
+#' holds a few hundred MB more than Python. A higher threshold runs fewer
+#' collections for more memory. Set the option before the first customgrad
+#' call.
 #'
 #' A custom-gradient function holds what its `f` captured until it is
 #' dropped: then R's garbage collector releases it, with the Python

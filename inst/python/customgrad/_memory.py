@@ -23,13 +23,22 @@ to an older generation that R collects far less often. So passing the
 threshold only marks a collection as due, and it runs at the next boundary
 (the start of a custom-gradient call), when the previous step's temporaries
 are garbage; ops alone collect at four times the threshold.  Promotion
-still happens (R's own collections run mid-step, and a user's loop holds
-the last step's results), and a minor collection leaves that garbage in
-place: at 1e7 elements a step's worth piles up per collection, and peak
-memory reached 3-10 times that of the same loop in Python.  So when memory
-is still past the threshold after a minor collection, measured against the
-level after the last full one, R runs a full collection (~150 ms in an R
-session with Keras: it is paid only where the garbage is large).
+still happens: the frames of the R code running at the collection (a
+loop's step, ``op_sum(f(x))``'s argument) are alive, so the values they
+receive afterwards (the step's value and gradient), and the loop's last
+gradient, are kept by a minor collection, about one step's results each
+time, until R's next level-1 collection (every 21st; every 126th is a full
+one, ~135 ms in an R session with Keras, whoever asks for it).  That keeps
+about 20 steps' results at most, which is cheap for small tensors and not
+for large ones.  So R runs a full collection when the minor one kept more
+than half the threshold of what was allocated since the collection
+before, by the counts that fall when memory is freed (glibc's,
+TensorFlow's; the resident set does not fall): at 1e7 elements a step
+keeps 40-120 MB and every collection is a full one, within 2x the peak
+memory of the same loop in Python; at 1e6 a step keeps 4-12 MB, R's own
+schedule releases it, and a loop of 2,000 steps runs the one or two full
+collections R's schedule makes (bench/README.md).  Past eight thresholds
+above the level after the last full collection, a full one runs anyway.
 """
 
 import threading
@@ -110,18 +119,29 @@ def _statm_rss():
 
 
 _measures = None  # the readers that work here, found at the first reading
+_in_use = None  # for each reader: whether its count falls when memory is freed
 
 
 def _memory_now(fresh=False):
     """The process's memory by each measure (see above), or None;
     ``fresh``: every measure read now (a collection has just run)."""
-    global _measures
+    global _measures, _in_use
     if _measures is None:
         # Not at import: reading TensorFlow's allocator starts its runtime,
         # and this module is imported with Keras, while use_distributed()
         # may still be arranging TensorFlow's devices.
-        found = [_glibc_in_use(), _statm_rss(), _backend.adapter().allocator_in_use()]
-        _measures = [m for m in found if m is not None]
+        # The resident set and TensorFlow's count cost ~2 us a reading (a
+        # pread, a call into TensorFlow): at most one a millisecond, where a
+        # small function's call takes ~0.1 ms and no step allocates a
+        # threshold's worth (glibc's is throttled itself).
+        rss, allocator = _statm_rss(), _backend.adapter().allocator_in_use()
+        found = [
+            (_glibc_in_use(), True),
+            (rss and _at_most_every(rss, 0.001), False),
+            (allocator and _at_most_every(allocator, 0.001), True),
+        ]
+        _measures = [m for m, _ in found if m is not None]
+        _in_use = [in_use for m, in_use in found if m is not None]
     if not _measures:
         return None
     return [measure(fresh) for measure in _measures]
@@ -188,12 +208,25 @@ def _collect():
     with _interrupts.held():
         _state["collect"](False)
         now = _memory_now(fresh=True)
-        full_base = _state["full_base"]
-        if now is not None and (full_base is None or _past_threshold(now, full_base)):
+        if now is not None and _full_due(now):
             _state["full_collections"] += 1
             _state["collect"](True)
             now = _state["full_base"] = _memory_now(fresh=True)
         _state["memory_base"] = now
+
+
+def _full_due(now):
+    """Whether the minor collection just run kept too much (see above):
+    more than half the threshold of the memory in use since the collection
+    before, or eight thresholds since the last full one."""
+    base, full_base = _state["memory_base"], _state["full_base"]
+    if base is None or full_base is None:
+        return False
+    threshold = _state["threshold"]
+    return any(
+        in_use and (m - b > threshold / 2 or m - f > 8 * threshold)
+        for m, b, f, in_use in zip(now, base, full_base, _in_use)
+    )
 
 
 def count_args(args):

@@ -52,6 +52,7 @@ def test_resident_memory_growth_makes_a_collection_due(monkeypatch):
     monkeypatch.setattr(
         _memory, "_memory_now", lambda fresh=False: [rss[0], 5_000_000]
     )
+    monkeypatch.setattr(_memory, "_in_use", [False, True])
     _memory.set_collector(minor_collections(calls), 1000)
     try:
         _memory.at_boundary()  # takes the baseline
@@ -67,29 +68,79 @@ def test_resident_memory_growth_makes_a_collection_due(monkeypatch):
         _memory.set_collector(None, 64 * 2**20)
 
 
-def test_a_full_collection_follows_a_minor_one_that_left_memory_high(
-    monkeypatch,
-):
+def fake_memory(monkeypatch, readings, in_use):
+    """Measures reading ``readings`` (a list changed by the test), with
+    ``in_use`` saying which of them fall when memory is freed."""
+    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: list(readings))
+    monkeypatch.setattr(_memory, "_in_use", in_use)
+
+
+def test_a_full_collection_follows_a_minor_one_that_kept_much(monkeypatch):
     calls = []
-    rss = [1_000_000]
-    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: [rss[0]])
+    used = [1_000_000]
+    fake_memory(monkeypatch, used, [True])
 
     def collect(full):
         calls.append("full" if full else "minor")
-        rss[0] -= 1500 if full else 200  # only the full one frees much
+        used[0] -= 1500 if full else 200  # only a full one frees much
 
     _memory.set_collector(collect, 1000)
     try:
         _memory.at_boundary()  # takes the baselines
-        rss[0] += 1001
+        used[0] += 1001
         _memory.at_boundary()
-        assert calls == ["minor"]  # 801 past the level after a full one
-        rss[0] += 1001
-        _memory.at_boundary()
-        assert calls == ["minor", "minor", "full"]  # 1602 past it
-        rss[0] += 1001
+        assert calls == ["minor", "full"]  # kept 801 of the 1001: > 500
+        used[0] += 1001
         _memory.at_boundary()  # the level after the full one is the base
-        assert calls == ["minor", "minor", "full", "minor"]
+        assert calls == ["minor", "full", "minor", "full"]
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
+
+
+def test_minor_collections_that_keep_little_run_alone_up_to_eight_thresholds(
+    monkeypatch,
+):
+    calls = []
+    used = [1_000_000]
+    fake_memory(monkeypatch, used, [True])
+
+    def collect(full):
+        calls.append("full" if full else "minor")
+        used[0] -= 7000 if full else 601  # a minor one keeps 400 of 1001
+
+    _memory.set_collector(collect, 1000)
+    try:
+        _memory.at_boundary()  # takes the baselines
+        for _ in range(20):
+            used[0] += 1001
+            _memory.at_boundary()
+        # 400 more in use after each: past 8,000 at the 21st
+        assert calls == ["minor"] * 20
+        used[0] += 1001
+        _memory.at_boundary()
+        assert calls == ["minor"] * 21 + ["full"]
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
+
+
+def test_the_resident_set_makes_no_full_collection_due(monkeypatch):
+    # It stays high on the allocators' free lists: what a minor collection
+    # freed does not show there.
+    calls = []
+    readings = [1_000_000, 1_000_000]  # glibc's bytes in use, resident set
+    fake_memory(monkeypatch, readings, [True, False])
+
+    def collect(full):
+        calls.append("full" if full else "minor")
+        readings[0] -= 1000  # freed, but the resident set stays
+
+    _memory.set_collector(collect, 1000)
+    try:
+        _memory.at_boundary()  # takes the baselines
+        readings[0] += 1001
+        readings[1] += 5000
+        _memory.at_boundary()
+        assert calls == ["minor"]
     finally:
         _memory.set_collector(None, 64 * 2**20)
 
