@@ -66,24 +66,28 @@
 #' custom-gradient functions) or the process's memory (on Linux: glibc's
 #' bytes in use, TensorFlow's allocator's count and the resident set; this
 #' covers the tensors your code gets from keras3 and the backends) grew
-#' past `getOption("customgrad.gc_threshold_mb", 64)` megabytes (the bytes
-#' handed to R also at once past four times that).
+#' past the threshold, `getOption("customgrad.gc_threshold_mb", 64)`
+#' megabytes to begin with (the bytes handed to R also at once past four
+#' times that).
 #'
 #' What it costs: a minor collection keeps what the R code running at that
 #' moment receives afterwards (about one step's value and gradient in a
 #' loop) until one of R's less frequent collections: R makes every 21st
 #' collection a level-1 one, which releases it, and every 126th a full one
 #' (~135 ms in an R session with Keras). So a loop keeps up to about 20
-#' steps' results. When a minor collection kept more than half the
-#' threshold of the memory in use since the collection before (tensors of
-#' ten million elements: every collection), or memory in use has grown
-#' eight thresholds since the last full collection, customgrad runs a full
-#' `gc()` at once. An eager loop over 1e7-element tensors then peaks within
-#' 2x the memory of the same loop in Python; one over 1e6-element tensors
-#' runs no full collection but R's own (about one per 2,000 steps) and
-#' holds a few hundred MB more than Python. A higher threshold runs fewer
-#' collections for more memory. Set the option before the first customgrad
-#' call.
+#' collections' worth of results. When a minor collection kept more than
+#' half of `customgrad.gc_threshold_mb` of the memory in use since the
+#' collection before (tensors of ten million elements: every collection),
+#' or memory in use has grown eight times that option since the last full
+#' collection, customgrad runs a full `gc()` at once. Like R's own heap
+#' limits, the threshold adapts: it doubles after each collection that
+#' needed no full one, up to four times the option, and is back at the
+#' option after a full one. An eager loop over 1e7-element tensors then
+#' peaks within 2x the memory of the same loop in Python; one over
+#' 1e6-element tensors runs a collection every 30-40 steps and rarely a
+#' full one (at R's own schedule), for up to about 1 GB more than Python. A
+#' lower threshold holds less memory for more collections. Set the option
+#' before the first customgrad call.
 #'
 #' A custom-gradient function holds what its `f` captured until it is
 #' dropped: then R's garbage collector releases it, with the Python

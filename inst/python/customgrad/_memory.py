@@ -31,14 +31,19 @@ time, until R's next level-1 collection (every 21st; every 126th is a full
 one, ~135 ms in an R session with Keras, whoever asks for it).  That keeps
 about 20 steps' results at most, which is cheap for small tensors and not
 for large ones.  So R runs a full collection when the minor one kept more
-than half the threshold of what was allocated since the collection
-before, by the counts that fall when memory is freed (glibc's,
-TensorFlow's; the resident set does not fall): at 1e7 elements a step
-keeps 40-120 MB and every collection is a full one, within 2x the peak
-memory of the same loop in Python; at 1e6 a step keeps 4-12 MB, R's own
-schedule releases it, and a loop of 2,000 steps runs the one or two full
-collections R's schedule makes (bench/README.md).  Past eight thresholds
-above the level after the last full collection, a full one runs anyway.
+than half the threshold of what came into use since the collection
+before, by the count of the allocator that holds the tensors
+(TensorFlow's, glibc's elsewhere; the resident set does not fall when
+memory is freed), or when that count grew eight thresholds past the level
+after the last full collection.  And like R's own heap limits, the
+growth that makes a collection due adapts: it doubles after each
+collection that needed no full one, up to four thresholds, and is back at
+the threshold after a full one.  At 1e7 elements a collection keeps
+40-120 MB, every one is full, and the loop peaks within 2x the memory of
+the same loop in Python; at 1e6 a collection keeps 4-12 MB, R's own
+level-1 collections release it, and collections come every 30-40 steps,
+so that R's schedule of full ones rarely falls inside a loop
+(bench/README.md).
 """
 
 import threading
@@ -49,7 +54,8 @@ _MAIN = threading.main_thread()
 
 _state = {
     "bytes": 0,
-    "threshold": 64 * 2**20,
+    "threshold": 64 * 2**20,  # the option's
+    "due_at": 64 * 2**20,  # the growth that makes a collection due (above)
     "collect": None,
     "collections": 0,
     "full_collections": 0,
@@ -136,7 +142,10 @@ def _memory_now(fresh=False):
         # threshold's worth (glibc's is throttled itself).
         rss, allocator = _statm_rss(), _backend.adapter().allocator_in_use()
         found = [
-            (_glibc_in_use(), True),
+            # TensorFlow's allocator gets its pool from glibc, growing it by
+            # doubling and never giving it back: in glibc's count, that
+            # looks like garbage a collection kept.
+            (_glibc_in_use(), allocator is None),
             (rss and _at_most_every(rss, 0.001), False),
             (allocator and _at_most_every(allocator, 0.001), True),
         ]
@@ -148,7 +157,7 @@ def _memory_now(fresh=False):
 
 
 def _past_threshold(now, base):
-    return any(m - b > _state["threshold"] for m, b in zip(now, base))
+    return any(m - b > _state["due_at"] for m, b in zip(now, base))
 
 
 def _memory_grew():
@@ -168,7 +177,7 @@ def set_collector(collect, threshold_bytes):
     """Register R's collector callback, ``collect(full)``, and the
     threshold in bytes."""
     _state["collect"] = collect
-    _state["threshold"] = int(threshold_bytes)
+    _state["threshold"] = _state["due_at"] = int(threshold_bytes)
     _state["bytes"] = 0
     _state["memory_base"] = None
     _state["full_base"] = None
@@ -187,14 +196,14 @@ def stats():
 def handed_to_r(x):
     """Count ``x`` (a tensor or a nest of them) as held by R; return it."""
     _state["bytes"] += _nbytes(x)
-    if _state["bytes"] > 4 * _state["threshold"]:
+    if _state["bytes"] > 4 * _state["due_at"]:
         _collect()
     return x
 
 
 def at_boundary():
     """Collect now if a collection is due (called where little is alive)."""
-    if _state["bytes"] > _state["threshold"] or _memory_grew():
+    if _state["bytes"] > _state["due_at"] or _memory_grew():
         _collect()
 
 
@@ -208,10 +217,14 @@ def _collect():
     with _interrupts.held():
         _state["collect"](False)
         now = _memory_now(fresh=True)
+        threshold = _state["threshold"]
         if now is not None and _full_due(now):
             _state["full_collections"] += 1
             _state["collect"](True)
             now = _state["full_base"] = _memory_now(fresh=True)
+            _state["due_at"] = threshold
+        else:
+            _state["due_at"] = min(2 * _state["due_at"], 4 * threshold)
         _state["memory_base"] = now
 
 

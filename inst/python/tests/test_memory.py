@@ -106,19 +106,55 @@ def test_minor_collections_that_keep_little_run_alone_up_to_eight_thresholds(
 
     def collect(full):
         calls.append("full" if full else "minor")
-        used[0] -= 7000 if full else 601  # a minor one keeps 400 of 1001
+        used[0] -= 7000 if full else added[0] - 400  # a minor one keeps 400
 
+    added = [0]
     _memory.set_collector(collect, 1000)
     try:
         _memory.at_boundary()  # takes the baselines
         for _ in range(20):
-            used[0] += 1001
+            added[0] = _memory._state["due_at"] + 1
+            used[0] += added[0]
             _memory.at_boundary()
         # 400 more in use after each: past 8,000 at the 21st
         assert calls == ["minor"] * 20
-        used[0] += 1001
+        used[0] += added[0]
         _memory.at_boundary()
         assert calls == ["minor"] * 21 + ["full"]
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
+
+
+def test_the_growth_that_makes_a_collection_due_adapts(monkeypatch):
+    # Doubled after each collection that needed no full one, up to four
+    # thresholds; back to the threshold after a full one.
+    used = [1_000_000]
+    fake_memory(monkeypatch, used, [True])
+    freed = {False: 0, True: 0}
+
+    def collect(full):
+        used[0] -= freed[full]
+
+    _memory.set_collector(collect, 1000)
+    try:
+        _memory.at_boundary()  # takes the baselines
+        due = []
+        for _ in range(4):
+            due.append(_memory._state["due_at"])
+            before = _memory.stats()["collections"]
+            used[0] += due[-1]
+            _memory.at_boundary()
+            assert _memory.stats()["collections"] == before  # not past it
+            used[0] += 1
+            freed[False] = due[-1] + 1  # a minor one frees all
+            _memory.at_boundary()
+            assert _memory.stats()["collections"] == before + 1
+        assert due == [1000, 2000, 4000, 4000]
+        used[0] += 4001
+        freed[False] = 0  # a minor one keeps all: a full one follows
+        freed[True] = 4001
+        _memory.at_boundary()
+        assert _memory._state["due_at"] == 1000
     finally:
         _memory.set_collector(None, 64 * 2**20)
 
