@@ -225,6 +225,8 @@ def _collect():
             _state["due_at"] = threshold
         else:
             _state["due_at"] = min(2 * _state["due_at"], 4 * threshold)
+        if _state["full_base"] is None:  # collected before any baseline
+            _state["full_base"] = now
         _state["memory_base"] = now
 
 

@@ -159,6 +159,28 @@ def test_the_growth_that_makes_a_collection_due_adapts(monkeypatch):
         _memory.set_collector(None, 64 * 2**20)
 
 
+def test_a_first_collection_before_any_baseline_takes_them(monkeypatch):
+    calls = []
+    used = [1_000_000]
+    fake_memory(monkeypatch, used, [True])
+
+    def collect(full):
+        calls.append("full" if full else "minor")
+        used[0] -= 2500 if full else 0  # a minor one keeps everything
+
+    _memory.set_collector(collect, 1000)
+    try:
+        # Past four thresholds handed to R before any boundary took the
+        # baselines: a collection at once, which takes them.
+        _memory.handed_to_r(keras.ops.ones((1100,)))  # 4,400 bytes
+        assert calls == ["minor"]
+        used[0] += 2500  # past the threshold, doubled after that one
+        _memory.at_boundary()
+        assert calls == ["minor", "minor", "full"]  # kept 2,500: > 500
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
+
+
 def test_the_resident_set_makes_no_full_collection_due(monkeypatch):
     # It stays high on the allocators' free lists: what a minor collection
     # freed does not show there.
