@@ -222,11 +222,12 @@ state_callback <- function(state, fn) {
 }
 
 # Called from Python when tensors handed to R (or the process's memory)
-# grew past customgrad.gc_threshold_mb since the last collection: R's
+# grew past the threshold (customgrad.gc_threshold_mb, adapted: _memory.py)
+# since the last collection: R's
 # references are what keeps them alive. The grad callbacks Python has
 # dropped go first, so that the values of f they hold are garbage now
 # rather than promoted to an older generation by this collection.
-# `full`: a minor collection left memory past the threshold (_memory.py).
+# `full`: the minor collection before it kept too much (_memory.py).
 collect_garbage <- function(full = FALSE) {
   if (isTRUE(the$py_ready)) {
     release_grads(import_submodule("_bridge")$take_released())
