@@ -1,4 +1,5 @@
 import keras
+import pytest
 
 from customgrad import _memory
 
@@ -68,139 +69,118 @@ def test_resident_memory_growth_makes_a_collection_due(monkeypatch):
         _memory.set_collector(None, 64 * 2**20)
 
 
-def fake_memory(monkeypatch, readings, in_use):
-    """Measures reading ``readings`` (a list changed by the test), with
-    ``in_use`` saying which of them fall when memory is freed."""
-    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: list(readings))
-    monkeypatch.setattr(_memory, "_in_use", in_use)
+class FakeCollector:
+    """R's collector over fake memory readings: records ``"minor"`` and
+    ``"full"`` in ``calls`` and takes ``freed[full]`` off the first
+    reading."""
+
+    def __init__(self, readings, freed):
+        self.readings, self.freed, self.calls = readings, freed, []
+
+    def __call__(self, full):
+        self.calls.append("full" if full else "minor")
+        self.readings[0] -= self.freed[full]
 
 
-def test_a_full_collection_follows_a_minor_one_that_kept_much(monkeypatch):
-    calls = []
+@pytest.fixture
+def fake_memory(monkeypatch):
+    """``fake_memory(readings, in_use, freed)``: measures reading
+    ``readings`` (a list the test changes), ``in_use`` saying which fall when
+    memory is freed, and a FakeCollector registered with a threshold of
+    1,000 bytes."""
+
+    def fake(readings, in_use, freed):
+        monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: list(readings))
+        monkeypatch.setattr(_memory, "_in_use", in_use)
+        collector = FakeCollector(readings, freed)
+        _memory.set_collector(collector, 1000)
+        return collector
+
+    yield fake
+    _memory.set_collector(None, 64 * 2**20)
+
+
+def test_a_full_collection_follows_a_minor_one_that_kept_much(fake_memory):
     used = [1_000_000]
-    fake_memory(monkeypatch, used, [True])
-
-    def collect(full):
-        calls.append("full" if full else "minor")
-        used[0] -= 1500 if full else 200  # only a full one frees much
-
-    _memory.set_collector(collect, 1000)
-    try:
-        _memory.at_boundary()  # takes the baselines
-        used[0] += 1001
-        _memory.at_boundary()
-        assert calls == ["minor", "full"]  # kept 801 of the 1001: > 500
-        used[0] += 1001
-        _memory.at_boundary()  # the level after the full one is the base
-        assert calls == ["minor", "full", "minor", "full"]
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    # Only a full one frees much.
+    collector = fake_memory(used, [True], {False: 200, True: 1500})
+    _memory.at_boundary()  # takes the baselines
+    used[0] += 1001
+    _memory.at_boundary()
+    assert collector.calls == ["minor", "full"]  # kept 801 of the 1001: > 500
+    used[0] += 1001
+    _memory.at_boundary()  # the level after the full one is the base
+    assert collector.calls == ["minor", "full", "minor", "full"]
 
 
 def test_minor_collections_that_keep_little_run_alone_up_to_eight_thresholds(
-    monkeypatch,
+    fake_memory,
 ):
-    calls = []
     used = [1_000_000]
-    fake_memory(monkeypatch, used, [True])
-
-    def collect(full):
-        calls.append("full" if full else "minor")
-        used[0] -= 7000 if full else added[0] - 400  # a minor one keeps 400
-
-    added = [0]
-    _memory.set_collector(collect, 1000)
-    try:
-        _memory.at_boundary()  # takes the baselines
-        for _ in range(20):
-            added[0] = _memory._state["due_at"] + 1
-            used[0] += added[0]
-            _memory.at_boundary()
-        # 400 more in use after each: past 8,000 at the 21st
-        assert calls == ["minor"] * 20
-        used[0] += added[0]
+    freed = {False: 0, True: 7000}
+    collector = fake_memory(used, [True], freed)
+    _memory.at_boundary()  # takes the baselines
+    for _ in range(20):
+        added = _memory._state["due_at"] + 1
+        freed[False] = added - 400  # a minor one keeps 400
+        used[0] += added
         _memory.at_boundary()
-        assert calls == ["minor"] * 21 + ["full"]
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    # 400 more in use after each: past 8,000 at the 21st
+    assert collector.calls == ["minor"] * 20
+    used[0] += added
+    _memory.at_boundary()
+    assert collector.calls == ["minor"] * 21 + ["full"]
 
 
-def test_the_growth_that_makes_a_collection_due_adapts(monkeypatch):
+def test_the_growth_that_makes_a_collection_due_adapts(fake_memory):
     # Doubled after each collection that needed no full one, up to four
     # thresholds; back to the threshold after a full one.
     used = [1_000_000]
-    fake_memory(monkeypatch, used, [True])
     freed = {False: 0, True: 0}
-
-    def collect(full):
-        used[0] -= freed[full]
-
-    _memory.set_collector(collect, 1000)
-    try:
-        _memory.at_boundary()  # takes the baselines
-        due = []
-        for _ in range(4):
-            due.append(_memory._state["due_at"])
-            before = _memory.stats()["collections"]
-            used[0] += due[-1]
-            _memory.at_boundary()
-            assert _memory.stats()["collections"] == before  # not past it
-            used[0] += 1
-            freed[False] = due[-1] + 1  # a minor one frees all
-            _memory.at_boundary()
-            assert _memory.stats()["collections"] == before + 1
-        assert due == [1000, 2000, 4000, 4000]
-        used[0] += 4001
-        freed[False] = 0  # a minor one keeps all: a full one follows
-        freed[True] = 4001
+    fake_memory(used, [True], freed)
+    _memory.at_boundary()  # takes the baselines
+    due = []
+    for _ in range(4):
+        due.append(_memory._state["due_at"])
+        before = _memory.stats()["collections"]
+        used[0] += due[-1]
         _memory.at_boundary()
-        assert _memory._state["due_at"] == 1000
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+        assert _memory.stats()["collections"] == before  # not past it
+        used[0] += 1
+        freed[False] = due[-1] + 1  # a minor one frees all
+        _memory.at_boundary()
+        assert _memory.stats()["collections"] == before + 1
+    assert due == [1000, 2000, 4000, 4000]
+    used[0] += 4001
+    freed[False] = 0  # a minor one keeps all: a full one follows
+    freed[True] = 4001
+    _memory.at_boundary()
+    assert _memory._state["due_at"] == 1000
 
 
-def test_a_first_collection_before_any_baseline_takes_them(monkeypatch):
-    calls = []
+def test_a_first_collection_before_any_baseline_takes_them(fake_memory):
     used = [1_000_000]
-    fake_memory(monkeypatch, used, [True])
-
-    def collect(full):
-        calls.append("full" if full else "minor")
-        used[0] -= 2500 if full else 0  # a minor one keeps everything
-
-    _memory.set_collector(collect, 1000)
-    try:
-        # Past four thresholds handed to R before any boundary took the
-        # baselines: a collection at once, which takes them.
-        _memory.handed_to_r(keras.ops.ones((1100,)))  # 4,400 bytes
-        assert calls == ["minor"]
-        used[0] += 2500  # past the threshold, doubled after that one
-        _memory.at_boundary()
-        assert calls == ["minor", "minor", "full"]  # kept 2,500: > 500
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    # A minor one keeps everything.
+    collector = fake_memory(used, [True], {False: 0, True: 2500})
+    # Past four thresholds handed to R before any boundary took the
+    # baselines: a collection at once, which takes them.
+    _memory.handed_to_r(keras.ops.ones((1100,)))  # 4,400 bytes
+    assert collector.calls == ["minor"]
+    used[0] += 2500  # past the threshold, doubled after that one
+    _memory.at_boundary()
+    assert collector.calls == ["minor", "minor", "full"]  # kept 2,500: > 500
 
 
-def test_the_resident_set_makes_no_full_collection_due(monkeypatch):
+def test_the_resident_set_makes_no_full_collection_due(fake_memory):
     # It stays high on the allocators' free lists: what a minor collection
     # freed does not show there.
-    calls = []
     readings = [1_000_000, 1_000_000]  # glibc's bytes in use, resident set
-    fake_memory(monkeypatch, readings, [True, False])
-
-    def collect(full):
-        calls.append("full" if full else "minor")
-        readings[0] -= 1000  # freed, but the resident set stays
-
-    _memory.set_collector(collect, 1000)
-    try:
-        _memory.at_boundary()  # takes the baselines
-        readings[0] += 1001
-        readings[1] += 5000
-        _memory.at_boundary()
-        assert calls == ["minor"]
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    collector = fake_memory(readings, [True, False], {False: 1000, True: 1000})
+    _memory.at_boundary()  # takes the baselines
+    readings[0] += 1001
+    readings[1] += 5000
+    _memory.at_boundary()
+    assert collector.calls == ["minor"]
 
 
 def test_resident_memory_is_read_on_linux():
