@@ -3,6 +3,9 @@
 the <- new.env(parent = emptyenv())
 the$py_module <- NULL # customgrad's Python module, a delayed import (.onLoad)
 the$py_ready <- FALSE # Python started and R's callbacks registered
+# This session's token: Python handles kept with another (a restored
+# workspace) are null pointers. Comparing it is cheaper than asking.
+the$session <- new.env(parent = emptyenv())
 the$backend <- NULL # Keras' backend when customgrad started using it
 the$submodules <- new.env(parent = emptyenv()) # customgrad.<name> modules
 the$ops <- new.env(parent = emptyenv()) # cached keras.ops callables

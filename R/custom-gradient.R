@@ -357,6 +357,8 @@ custom_gradient_body <- function(inputs) {
     rlang::expr(
       if (missing(!!x)) {
         missing_input()
+      } else if (inherits(!!x, "python.builtin.object")) {
+        !!x # a tensor already: as_input() would return it as it is
       } else {
         as_input(
           !!x,
@@ -369,13 +371,10 @@ custom_gradient_body <- function(inputs) {
   })
   rlang::expr({
     fn <- .customgrad_state$py_from_r
-    if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
+    if (!identical(.customgrad_state$session, the$session)) {
       fn <- custom_gradient_entry(.customgrad_state, sys.call())
     }
-    as_r_result(with_python_errors(
-      reticulate::py_call(fn, !!!args),
-      call = sys.call()
-    ))
+    as_r_result(reticulate::py_call(fn, !!!args), call = sys.call())
   })
 }
 
@@ -383,7 +382,7 @@ custom_gradient_body <- function(inputs) {
 # errors.
 call_custom_gradient <- function(state, inputs, call = sys.call(-1)) {
   fn <- state$py_from_r
-  if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
+  if (!identical(state$session, the$session)) {
     fn <- custom_gradient_entry(state, call)
   }
   labels <- names(inputs) %||% character(length(inputs))
@@ -392,30 +391,39 @@ call_custom_gradient <- function(state, inputs, call = sys.call(-1)) {
     what <- paste0("Argument `", labels[[i]], "`")
     as_input(inputs[[i]], what, call = call, state = state)
   })
-  out <- with_python_errors(
-    do.call(reticulate::py_call, c(list(fn), args)),
-    call = call
-  )
-  as_r_result(out)
+  as_r_result(do.call(reticulate::py_call, c(list(fn), args)), call = call)
 }
 
 # A result as keras3 hands it out: several outputs as an R list (nested
 # like f's value); a tensor as py_call() returned it, with conversion
-# already on (py_to_r() on it would cost ~15 us to change nothing).
-as_r_result <- function(out) {
-  if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
+# already on (py_to_r() on it would cost ~15 us to change nothing). An
+# error comes back as a value (errors.Raised, which saves every call a
+# condition handler) and is raised here, as customgrad's errors are.
+as_r_result <- function(out, call) {
+  if (inherits(out, r_result_classes)) {
+    if (inherits(out, "customgrad.errors.Raised")) {
+      with_python_errors(reticulate::py_call(out$again), call = call)
+    }
     return(reticulate::py_to_r(out))
   }
   out
 }
 
-# R's entry into the Python callable (made on first use; made again in a
-# restored R session, where the old one is a null pointer): it also keeps
-# the memory R holds bounded (python.R). py_call() calls it as it is,
-# without reticulate's R function around it, which costs more; results are
+r_result_classes <- c(
+  "python.builtin.list",
+  "python.builtin.dict",
+  "customgrad.errors.Raised"
+)
+
+# R's entry into the Python callable (made on first use; made again in
+# another R session, a restored workspace, where the old one is a null
+# pointer: its session token is not this session's). It also keeps the
+# memory R holds bounded (python.R). py_call() calls it as it is, without
+# reticulate's R function around it, which costs more; results are
 # converted as keras3 hands them out.
 custom_gradient_entry <- function(state, call) {
   custom_gradient_callable(state, call)
+  state$session <- the$session
   state$py_from_r
 }
 

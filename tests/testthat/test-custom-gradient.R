@@ -388,6 +388,47 @@ test_that("handed to Python, a custom-gradient function is its Python callable",
   expect_identical(calls, 1) # traced at the first call, replayed after
 })
 
+test_that("a custom-gradient function saved in one R session runs in the next", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  file <- withr::local_tempfile(fileext = ".rds")
+  # Called before saving: the saved function holds Python handles, which
+  # the next session restores as null pointers.
+  callr::r(
+    function(file) {
+      library(customgrad)
+      cube <- op_custom_gradient(function(x) {
+        tuple(x^3, function(upstream) upstream * 3 * x^2)
+      })
+      sum_all <- op_custom_gradient(function(...) {
+        tuple(Reduce(`+`, list(...)), function(upstream) {
+          list(upstream, upstream)
+        })
+      })
+      cube(2)
+      sum_all(1, 2)
+      saveRDS(list(cube = cube, sum_all = sum_all), file)
+    },
+    args = list(file = file),
+    libpath = .libPaths()
+  )
+  got <- callr::r(
+    function(file) {
+      library(customgrad)
+      saved <- readRDS(file)
+      list(
+        value = as.numeric(saved$cube(2)),
+        grad = as.numeric(op_grad(saved$cube)(2)),
+        sum = as.numeric(saved$sum_all(1, 2)),
+        sum_grad = as.numeric(op_grad(\(x) saved$sum_all(x, x))(1))
+      )
+    },
+    args = list(file = file),
+    libpath = .libPaths()
+  )
+  expect_identical(got, list(value = 8, grad = 12, sum = 3, sum_grad = 2))
+})
+
 test_that("arguments that are not tensors reach f unchanged and get no gradient", {
   skip_if_no_backend()
   seen <- list()

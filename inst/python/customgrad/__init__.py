@@ -65,7 +65,8 @@ def custom_gradient(
     ``backend`` defaults to the active Keras backend.  The callable's
     ``core`` attribute is the object that runs ``f`` (its ``traces`` count
     the traces made); its ``from_r`` attribute is the same callable for R's
-    calls, which also counts the result as held by R (``_memory``).
+    calls, which also counts the result as held by R (``_memory``) and
+    returns an exception as an ``errors.Raised`` for R to raise.
     """
     from customgrad import _backend, _trace
 
@@ -89,7 +90,7 @@ def make_callable(core, adapter):
     ``_trace.Traced``) on ``adapter``'s backend; see :func:`custom_gradient`
     for its attributes, and ``output_spec(*args)``, its value's symbolic
     tensors for symbolic ``args``."""
-    from customgrad import _memory, _operation
+    from customgrad import _memory, _operation, errors
     from customgrad._keras_internals import any_symbolic_tensors
 
     differentiable = adapter.custom_gradient(core)
@@ -108,8 +109,12 @@ def make_callable(core, adapter):
     call = adapter.finish(call)
 
     def call_from_r(*args):
+        try:
+            result = call(*args)
+        except Exception as error:  # not an interrupt: R takes that as before
+            return errors.Raised(error)
         # R holds the result until its garbage collector runs.
-        return _memory.handed_to_r(call(*args))
+        return _memory.handed_to_r(result)
 
     call.core = core
     call.output_spec = operation.compute_output_spec

@@ -216,6 +216,22 @@ class ProtocolError(CustomGradError, r_class_base("customgrad_error_internal")):
     template = "Internal error: {problem}"
 
 
+class Raised:
+    """An exception that a call from R raised, returned to R instead:
+    R raises it again with :meth:`again` inside its error handler, so that
+    the call itself, made at every eager step, needs no handler (R's
+    ``withCallingHandlers()`` costs 3-4 us a call)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
+
+    def again(self):
+        error, self.error = self.error, None
+        raise error
+
+
 class RConditionError(Exception):
     """An R condition with classes of its own (``rlang::abort(class = )``)
     raised in an R callback, on its way through Python code that is not

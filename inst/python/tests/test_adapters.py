@@ -97,6 +97,26 @@ def test_wrong_gradient_shape_is_caught():
     assert "(3)" in str(err) and "(2)" in str(err)
 
 
+def test_from_r_returns_an_error_for_r_to_raise_and_counts_results():
+    from customgrad import _memory
+    from customgrad.errors import Raised
+
+    def forward(x, **hints):
+        if keras.ops.shape(x)[0] == 3:
+            raise ValueError("three")
+        return reply(x * 2.0, lambda upstream, variables: [upstream * 2.0])
+
+    h = customgrad.custom_gradient(forward, trace=False)
+    x = keras.ops.ones((2,))
+    before = _memory.stats()["bytes"]
+    np.testing.assert_allclose(np.asarray(h.from_r(x)), [2.0, 2.0])
+    assert _memory.stats()["bytes"] == before + 8  # two float32 held by R
+    failed = h.from_r(keras.ops.ones((3,)))
+    assert isinstance(failed, Raised)
+    with pytest.raises(ValueError, match="three"):
+        failed.again()
+
+
 def test_r_is_never_entered_from_another_thread():
     calls = []
 
