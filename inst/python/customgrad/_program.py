@@ -69,32 +69,71 @@ class Step:
 
 
 class Program:
-    """A flat list of steps; ``run(values)`` fills ``values`` in place."""
+    """A flat list of steps; ``run(values)`` fills ``values`` in place.
 
-    __slots__ = ("steps",)
+    ``run`` is a Python function written out from the steps (as the
+    standard library's dataclasses write theirs): each step one line of
+    the backend call with its slots and constants in place.  A loop
+    that reads each step's fields costs ~0.4 us a step more, which at
+    n = 1 is a tenth of the step itself.
+    """
+
+    __slots__ = ("steps", "run")
 
     def __init__(self, steps):
         self.steps = steps
+        self.run = _write_run(steps)
 
     def __len__(self):
         return len(self.steps)
 
-    def run(self, values):
-        for step in self.steps:
-            if step.nested:
-                args = [_fill(a, values) for a in step.args]
-                kwargs = {k: _fill(v, values) for k, v in step.kwargs.items()}
-            else:
-                args = list(step.args)
-                for position, slot in step.slot_args:
-                    args[position] = values[slot]
-                kwargs = step.kwargs
-            result = step.fn(*args, **kwargs)
-            if step.single and not isinstance(result, (list, tuple, dict)):
-                values[step.outputs[0]] = result
-            else:
-                for slot, value in zip(step.outputs, keras.tree.flatten(result)):
-                    values[slot] = value
+
+def _write_run(steps):
+    """The function that runs ``steps`` on a list of slot values."""
+    names = {"_CONTAINERS": (list, tuple, dict), "_store": _store, "_call": _call}
+    lines = ["def run(values):"]
+    for i, step in enumerate(steps):
+        names[f"step{i}"] = step
+        if step.nested:
+            call = f"_call(step{i}, values)"
+        else:
+            names[f"fn{i}"] = step.fn
+            slots = dict(step.slot_args)
+            args = []
+            for position, arg in enumerate(step.args):
+                if position in slots:
+                    args.append(f"values[{slots[position]}]")
+                else:
+                    names[f"arg{i}_{position}"] = arg
+                    args.append(f"arg{i}_{position}")
+            if step.kwargs:
+                args.append(f"**step{i}.kwargs")
+            call = f"fn{i}({', '.join(args)})"
+        lines.append(f"    result = {call}")
+        if step.single:
+            lines.append("    if not isinstance(result, _CONTAINERS):")
+            lines.append(f"        values[{step.outputs[0]}] = result")
+            lines.append("    else:")
+            lines.append(f"        _store(values, step{i}.outputs, result)")
+        else:
+            lines.append(f"    _store(values, step{i}.outputs, result)")
+    if not steps:
+        lines.append("    pass")
+    code = compile("\n".join(lines), "<customgrad program>", "exec")
+    exec(code, names)
+    return names["run"]
+
+
+def _call(step, values):
+    """A step whose arguments hold tensors inside lists or dicts."""
+    args = [_fill(a, values) for a in step.args]
+    kwargs = {k: _fill(v, values) for k, v in step.kwargs.items()}
+    return step.fn(*args, **kwargs)
+
+
+def _store(values, outputs, result):
+    for slot, value in zip(outputs, keras.tree.flatten(result)):
+        values[slot] = value
 
 
 def _fill(arg, values):

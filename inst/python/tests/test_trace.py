@@ -121,6 +121,25 @@ def test_nested_args_and_multi_output_ops_compile():
     )
 
 
+def test_a_program_runs_each_kind_of_step():
+    from customgrad._program import Program, Step, _Nested, _Slot
+
+    steps = [
+        # a slot, a constant and a keyword argument
+        Step(lambda a, b, scale=1: (a + b) * scale, (None, 2), {"scale": 3}, [(0, 0)], False, [1]),
+        # a list holding slots, and two outputs
+        Step(lambda pair: [pair[1], pair[0]], (_Nested([_Slot(0), _Slot(1)]),), {}, [], True, [2, 3]),
+        # one output, returned in a tuple
+        Step(lambda a: (a * 2,), (None,), {}, [(0, 3)], False, [4]),
+    ]
+    values = [1, None, None, None, None]
+    Program(steps).run(values)
+    assert values == [1, 9, 9, 1, 2]
+    unchanged = [5]
+    Program([]).run(unchanged)
+    assert unchanged == [5]
+
+
 def test_graph_from_another_source_is_refused():
     stranger = keras.KerasTensor((1,), "float32")
     with pytest.raises(_program.GraphError):
