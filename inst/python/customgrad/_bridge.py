@@ -102,8 +102,24 @@ _FRAMEWORKS = {
 
 def flat_inputs(args):
     """Flatten call arguments into tensors and the spec to rebuild them."""
+    if all(_is_plain_tensor(x) for x in args):
+        # The usual call: nothing nested, nothing to convert.
+        spec = _plain_specs.get(len(args))
+        if spec is None:
+            spec = _plain_specs[len(args)] = flatten(list(args))[1]
+        return list(args), spec
     leaves, spec = flatten(list(args))
     return [to_tensor(x) for x in leaves], spec
+
+
+# The spec of n tensors passed as they are, by n.
+_plain_specs = {}
+
+
+def _is_plain_tensor(x):
+    # A Keras variable is a tensor to TensorFlow, but to_tensor() takes
+    # its value.
+    return keras.ops.is_tensor(x) and not isinstance(x, keras.Variable)
 
 
 class Grad:

@@ -117,6 +117,22 @@ def test_from_r_returns_an_error_for_r_to_raise_and_counts_results():
         failed.again()
 
 
+def test_flat_inputs_takes_tensors_as_they_are_and_variables_by_value():
+    from customgrad import _bridge, _structure
+
+    x = keras.ops.ones((2,))
+    v = keras.Variable([1.0, 2.0])
+    tensors, spec = _bridge.flat_inputs((x, x))
+    assert tensors[0] is x and tensors[1] is x
+    assert spec.key == _structure.flatten([x, x])[1].key
+    # A Keras variable is a tensor to TensorFlow: it still gives its value.
+    tensors, mixed = _bridge.flat_inputs((x, v))
+    assert tensors[1] is v.value
+    assert mixed.key == spec.key
+    tensors, nested = _bridge.flat_inputs(([x, x],))
+    assert nested.key != spec.key
+
+
 def test_r_is_never_entered_from_another_thread():
     calls = []
 
