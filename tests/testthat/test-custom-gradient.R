@@ -253,11 +253,14 @@ test_that("op_custom_gradient() returns a function with f's arguments", {
     tuple(x, function(upstream) upstream)
   })
   expect_identical(names(formals(h)), c("x", "y"))
+  expect_identical(formals(h)$y, 2)
   expect_output(
     print(h),
     "<customgrad custom-gradient function>(x, y)",
     fixed = TRUE
   )
+  # Byte-compiled: R's JIT leaves it interpreted, which costs every call.
+  expect_match(capture.output(print(unclass(h))), "<bytecode", all = FALSE)
   expect_error(op_custom_gradient(1), class = "customgrad_error_not_function")
   expect_snapshot(op_custom_gradient("f"), error = TRUE)
 })
