@@ -67,6 +67,12 @@ r_impls <- list(
 
 now_us <- function() as.numeric(Sys.time()) * 1e6
 
+# Each round runs the implementations in a new order: in a fixed order
+# each one follows the same neighbour, whose leftovers (the pass-through's
+# 1 ms of R callbacks and garbage, cold caches) it pays for every time.
+set.seed(20261127)
+in_turn <- function(impls) sample(impls)
+
 # The columns that summarise repeated timings `t` (µs).
 time_summary <- function(t) {
   data.frame(
@@ -147,7 +153,7 @@ for (n in sizes) {
       before <- vapply(impls, callbacks, 1)
       gc_before <- collections()
     }
-    for (impl in impls) {
+    for (impl in in_turn(impls)) {
       t <- measure_eager(impl, x)
       if (i > warmup) times[[impl]] <- c(times[[impl]], t)
     }
@@ -176,7 +182,7 @@ for (n in sizes) {
       if (i == warmup + 1) {
         before <- vapply(impls, callbacks, 1)
       }
-      for (impl in impls) {
+      for (impl in in_turn(impls)) {
         t <- reticulate::py_to_r(py_call(ref$timed, compiled[[impl]], x))
         if (i > warmup) times[[impl]] <- c(times[[impl]], t)
       }
@@ -217,7 +223,7 @@ for (epoch in seq_len(fit_warmup + fit_epochs)) {
   if (epoch == fit_warmup + 1L) {
     fit_calls <- callbacks("customgrad")
   }
-  for (impl in names(fit_models)) {
+  for (impl in in_turn(names(fit_models))) {
     out <- reticulate::py_to_r(
       py_call(ref$fit_epoch, fit_models[[impl]], fit_x, fit_y)
     )
@@ -273,7 +279,7 @@ for (n in c(1, 1e6)) {
   x <- py_call(ref$make_input, n)
   times <- lapply(breakdown_impls, function(h) c())
   for (i in seq_len(warmup + reps)) {
-    for (impl in names(breakdown_impls)) {
+    for (impl in in_turn(names(breakdown_impls))) {
       t <- if (impl == "python") {
         measure_eager("python", x)
       } else {
@@ -329,7 +335,7 @@ for (op in names(op_cases)) {
   cases <- op_cases[[op]]
   times <- lapply(cases, function(f) c())
   for (i in seq_len(200 + 20)) {
-    for (impl in names(cases)) {
+    for (impl in in_turn(names(cases))) {
       t0 <- now_us()
       cases[[impl]]()
       t <- now_us() - t0
