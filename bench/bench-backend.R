@@ -144,11 +144,14 @@ callbacks <- function(impl) {
   )
 }
 
+# Eager steps take at most a few ms: more repetitions cost seconds and
+# steady the medians (with 100, one run's ratio at n = 1 wandered by 0.05).
+reps_eager <- max(reps, 300L)
 for (n in sizes) {
   x <- py_call(ref$make_input, n)
   times <- lapply(rlang::set_names(impls), function(i) c())
   before <- NULL
-  for (i in seq_len(warmup + reps)) {
+  for (i in seq_len(warmup + reps_eager)) {
     if (i == warmup + 1) {
       before <- vapply(impls, callbacks, 1)
       gc_before <- collections()
@@ -162,8 +165,8 @@ for (n in sizes) {
     "eager",
     n,
     times,
-    (vapply(impls, callbacks, 1) - before) / reps,
-    (collections() - gc_before) / reps
+    (vapply(impls, callbacks, 1) - before) / reps_eager,
+    (collections() - gc_before) / reps_eager
   )
   cat(sprintf("%s eager n=%g done\n", backend, n))
 
@@ -176,7 +179,7 @@ for (n in sizes) {
       customgrad = py_call(ref$compile_step, customgrad_h)
     )
     # Compiled steps are short and noisy: more repetitions.
-    reps_compiled <- max(reps, 200L)
+    reps_compiled <- max(reps, 300L)
     times <- lapply(rlang::set_names(impls), function(i) c())
     for (i in seq_len(warmup + reps_compiled)) {
       if (i == warmup + 1) {

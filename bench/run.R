@@ -106,8 +106,8 @@ lines <- c(
   ),
   "",
   sprintf(
-    "Median µs per step of `sum(log1pexp(x))` forward + backward, float32, %d repetitions after warm-up, implementations interleaved. Machine: %s, %d cores.",
-    reps,
+    "Median µs per step of `sum(log1pexp(x))` forward + backward, float32, %d repetitions after warm-up, implementations interleaved (each round in a new order). Machine: %s, %d cores.",
+    max(steps$reps),
     R.version$platform,
     parallel::detectCores()
   ),
