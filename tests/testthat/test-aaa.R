@@ -26,6 +26,7 @@ test_that("the package state is declared up front and nothing adds to it", {
       "py_module",
       "py_ready",
       "ready_made",
+      "session",
       "submodules",
       "tracing"
     )
