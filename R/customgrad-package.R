@@ -51,10 +51,11 @@
 #' keras3's `op_*()`). What the recording can't hold shows up as an error
 #' on symbolic tensors (a value read, an operation without a symbolic
 #' form) and makes that signature call R. Replay runs each node's
-#' `operation.call()`, what `keras.ops` runs eagerly, from a flat list
-#' compiled once (Keras' own `Function` costs several times more per
-#' call), with elementwise arithmetic on the tensors' own operators where
-#' the traced dtypes show the result is the same.
+#' `operation.call()`, what `keras.ops` runs eagerly, in a Python function
+#' written out once from the trace, one line per node (Keras' own
+#' `Function` costs several times more per call), with elementwise
+#' arithmetic on the tensors' own operators where the traced dtypes show
+#' the result is the same.
 #'
 #' @section Memory:
 #' What R holds: every tensor an R variable or temporary refers to (the
