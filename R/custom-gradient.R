@@ -360,8 +360,6 @@ custom_gradient_body <- function(inputs) {
     rlang::expr(
       if (missing(!!x)) {
         missing_input()
-      } else if (inherits(!!x, "python.builtin.object")) {
-        !!x # a tensor already: as_input() would return it as it is
       } else {
         as_input(
           !!x,

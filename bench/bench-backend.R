@@ -144,14 +144,15 @@ callbacks <- function(impl) {
   )
 }
 
-# Eager steps take at most a few ms: more repetitions cost seconds and
-# steady the medians (with 100, one run's ratio at n = 1 wandered by 0.05).
-reps_eager <- max(reps, 300L)
+# Eager and compiled steps take at most a few ms: more repetitions cost
+# seconds and steady the medians (with 100, one run's ratio at n = 1
+# wandered by 0.05).
+reps_steps <- max(reps, 300L)
 for (n in sizes) {
   x <- py_call(ref$make_input, n)
   times <- lapply(rlang::set_names(impls), function(i) c())
   before <- NULL
-  for (i in seq_len(warmup + reps_eager)) {
+  for (i in seq_len(warmup + reps_steps)) {
     if (i == warmup + 1) {
       before <- vapply(impls, callbacks, 1)
       gc_before <- collections()
@@ -165,8 +166,8 @@ for (n in sizes) {
     "eager",
     n,
     times,
-    (vapply(impls, callbacks, 1) - before) / reps_eager,
-    (collections() - gc_before) / reps_eager
+    (vapply(impls, callbacks, 1) - before) / reps_steps,
+    (collections() - gc_before) / reps_steps
   )
   cat(sprintf("%s eager n=%g done\n", backend, n))
 
@@ -178,10 +179,8 @@ for (n in sizes) {
       passthrough = py_call(ref$compile_step, passthrough_h),
       customgrad = py_call(ref$compile_step, customgrad_h)
     )
-    # Compiled steps are short and noisy: more repetitions.
-    reps_compiled <- max(reps, 300L)
     times <- lapply(rlang::set_names(impls), function(i) c())
-    for (i in seq_len(warmup + reps_compiled)) {
+    for (i in seq_len(warmup + reps_steps)) {
       if (i == warmup + 1) {
         before <- vapply(impls, callbacks, 1)
       }
@@ -194,7 +193,7 @@ for (n in sizes) {
       "compiled",
       n,
       times,
-      (vapply(impls, callbacks, 1) - before) / reps_compiled
+      (vapply(impls, callbacks, 1) - before) / reps_steps
     )
     cat(sprintf("%s compiled n=%g done\n", backend, n))
   }
