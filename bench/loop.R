@@ -6,8 +6,10 @@
 # Prints one line: the peak resident memory above the resident set after
 # three steps on 4 elements (imports, traces), in MB; seconds per step;
 # R's collections during the loop by level (0, 1, 2 = full), counted from
-# R's own report (gcinfo()); the seconds R spent collecting (gc.time()); and
-# the collections customgrad asked for (all, full).
+# R's own report (gcinfo()); the seconds R spent collecting (gc.time()); the
+# collections customgrad asked for (all, full); and the seconds those took,
+# the finalizers they ran included (the release of the Python objects R
+# held, which gc.time() leaves out).
 # Usage: KERAS_BACKEND=torch Rscript bench/loop.R N STEPS ROUTE [WARMUP]
 args <- commandArgs(trailingOnly = TRUE)
 n <- as.numeric(args[[1]])
@@ -50,7 +52,7 @@ levels <- regmatches(lines, regexpr("level [0-2]", lines))
 count <- function(l) sum(levels == paste("level", l))
 now <- memory$stats()
 cat(sprintf(
-  "%.1f %.6f %d %d %d %.4f %d %d\n",
+  "%.1f %.6f %d %d %d %.4f %d %d %.4f\n",
   process_mb("VmHWM") - base,
   seconds / steps,
   count(0),
@@ -58,5 +60,6 @@ cat(sprintf(
   count(2),
   gc_seconds,
   now$collections - asked$collections,
-  now$full_collections - asked$full_collections
+  now$full_collections - asked$full_collections,
+  now$seconds - asked$seconds
 ))

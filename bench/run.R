@@ -68,7 +68,15 @@ utils::write.csv(
 
 # --- ratios, targets, markdown ---------------------------------------------
 wide <- stats::reshape(
-  steps[c("backend", "mode", "n", "impl", "median_us", "r_callbacks_per_step")],
+  steps[c(
+    "backend",
+    "mode",
+    "n",
+    "impl",
+    "median_us",
+    "r_callbacks_per_step",
+    "gc_per_step"
+  )],
   idvar = c("backend", "mode", "n"),
   timevar = "impl",
   direction = "wide"
@@ -106,7 +114,7 @@ lines <- c(
   ),
   "",
   sprintf(
-    "Median µs per step of `sum(log1pexp(x))` forward + backward, float32, %d repetitions after warm-up, implementations interleaved (each round in a new order). Machine: %s, %d cores.",
+    "Median µs per step of `sum(log1pexp(x))` forward + backward, float32, %d repetitions after warm-up, implementations interleaved (each round in a new order; eager rounds start with a minor R collection, outside the timings, so that no step pays for the others' garbage). Machine: %s, %d cores.",
     max(steps$reps),
     R.version$platform,
     parallel::detectCores()
@@ -114,15 +122,15 @@ lines <- c(
   "",
   "The floor is the same R harness calling log1pexp written as a Python custom gradient: R-driven eager code can't beat it. Compiled, it is pure Python.",
   "",
-  "| backend | mode | n | pure Python | floor | pass-through | customgrad | customgrad / Python | customgrad / floor | customgrad / pass-through | R callbacks per step | target |",
-  "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  "| backend | mode | n | pure Python | floor | pass-through | customgrad | customgrad / Python | customgrad / floor | customgrad / pass-through | R callbacks per step | collections customgrad ran per step | target |",
+  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 for (i in seq_len(nrow(wide))) {
   w <- wide[i, ]
   lines <- c(
     lines,
     sprintf(
-      "| %s | %s | %s | %s | %s | %s | %s | %.2fx | %.2fx | %.2fx | %g | %s |",
+      "| %s | %s | %s | %s | %s | %s | %s | %.2fx | %.2fx | %.2fx | %g | %.3f | %s |",
       w$backend,
       w$mode,
       format(w$n, scientific = w$n >= 1e6),
@@ -134,6 +142,7 @@ for (i in seq_len(nrow(wide))) {
       w$cg_vs_floor,
       w$cg_vs_passthrough,
       w$r_callbacks_per_step.customgrad,
+      w$gc_per_step.customgrad,
       w$target
     )
   )
@@ -255,7 +264,7 @@ for (i in seq_len(nrow(memory))) {
 lines <- c(
   lines,
   "",
-  "Eager loops, each in a fresh process (`bench/loop.R`; Python: `reference.py`), the loop holding each step's gradient as users write it: through the backend's own gradient (native) or `op_grad()`. *Loop*: 2,000 steps at n = 1e6 after 20 of warm-up; R's collections by level during the loop (R's own report, `gcinfo()`), the collections customgrad asked for, and the time R spent collecting (`gc.time()`) as a share of the loop. Target: no full collection, collector time <= 5%. *Peak*: 50 steps at n = 1e7, the peak resident set above the start, median of the repetitions (range in brackets). Target: <= 2x Python's.",
+  "Eager loops, each in a fresh process (`bench/loop.R`; Python: `reference.py`), the loop holding each step's gradient as users write it: through the backend's own gradient (native) or `op_grad()`. *Loop*: 2,000 steps at n = 1e6 after 20 of warm-up; R's collections by level during the loop (R's own report, `gcinfo()`), the collections customgrad asked for, and the collector's time as a share of the loop: the time customgrad's collections took, with the finalizers they ran (the release of the Python objects R held: often longer than the collection itself), and in brackets R's own measure, `gc.time()`, which leaves finalizers out. Target: no full collection, collector time (the larger of the two) <= 5%. *Peak*: 50 steps at n = 1e7, the peak resident set above the start, median of the repetitions (range in brackets). Target: <= 2x Python's.",
   "",
   "| backend | loop | route | ms per step | / Python | collections per 100 steps (level 0 / 1 / full) | asked by customgrad (full) | collector time | peak MB | peak / Python | target |",
   "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -268,11 +277,13 @@ for (b in backends) {
       r <- d[d$route == route, ]
       per100 <- function(x) 100 * sum(x) / sum(r$steps)
       peak_ratio <- stats::median(r$peak_mb) / stats::median(py$peak_mb)
-      gc_share <- sum(r$gc_s) / sum(r$s_per_step * r$steps)
+      loop_s <- sum(r$s_per_step * r$steps)
+      gc_share <- sum(r$gc_s) / loop_s
+      asked_share <- sum(r$asked_s) / loop_s
       target <- if (kind == "loop") {
         sprintf(
           "no full, <= 5%%: %s",
-          verdict(sum(r$level2) == 0 & gc_share <= 0.05)
+          verdict(sum(r$level2) == 0 & max(gc_share, asked_share) <= 0.05)
         )
       } else {
         sprintf("<= 2x: %s", verdict(peak_ratio <= 2))
@@ -280,7 +291,7 @@ for (b in backends) {
       lines <- c(
         lines,
         sprintf(
-          "| %s | %s, n = %s | %s | %.2f | %.2fx | %.1f / %.1f / %.1f | %d (%d) | %.1f%% | %s (%s-%s) | %.2fx | %s |",
+          "| %s | %s, n = %s | %s | %.2f | %.2fx | %.1f / %.1f / %.1f | %d (%d) | %.1f%% (%.1f%%) | %s (%s-%s) | %.2fx | %s |",
           b,
           kind,
           format(r$n[[1]], scientific = TRUE),
@@ -292,6 +303,7 @@ for (b in backends) {
           per100(r$level2),
           as.integer(sum(r$asked)),
           as.integer(sum(r$asked_full)),
+          100 * asked_share,
           100 * gc_share,
           fmt(stats::median(r$peak_mb)),
           fmt(min(r$peak_mb)),

@@ -47,6 +47,7 @@ so that R's schedule of full ones rarely falls inside a loop
 """
 
 import threading
+import time
 
 from customgrad import _backend, _interrupts
 
@@ -59,6 +60,7 @@ _state = {
     "collect": None,
     "collections": 0,
     "full_collections": 0,
+    "seconds": 0.0,  # spent in collections, finalizers included
     "memory_base": None,  # _memory_now() after the last collection
     "full_base": None,  # _memory_now() after the last full collection
 }
@@ -98,8 +100,6 @@ def _glibc_in_use():
 def _at_most_every(measure, seconds):
     """``measure``, read again only when ``seconds`` have passed since the
     last reading (the last value otherwise)."""
-    import time
-
     last = {"time": -1e9, "value": 0}
 
     def throttled(fresh=False):
@@ -184,12 +184,16 @@ def set_collector(collect, threshold_bytes):
 
 
 def stats():
-    """Bytes counted since the last collection, and collections so far
-    (all, and full ones)."""
+    """Bytes counted since the last collection, collections so far (all,
+    and full ones), and the seconds they took: R's collector and the
+    finalizers it runs, which release the Python objects (R's own
+    ``gc.time()`` leaves those out, and freeing a step's tensors can take
+    longer than the collection itself)."""
     return {
         "bytes": _state["bytes"],
         "collections": _state["collections"],
         "full_collections": _state["full_collections"],
+        "seconds": _state["seconds"],
     }
 
 
@@ -214,6 +218,14 @@ def _collect():
         return
     _state["bytes"] = 0
     _state["collections"] += 1
+    started = time.perf_counter()
+    try:
+        _collect_now()
+    finally:
+        _state["seconds"] += time.perf_counter() - started
+
+
+def _collect_now():
     with _interrupts.held():
         _state["collect"](False)
         now = _memory_now(fresh=True)

@@ -39,6 +39,22 @@ def test_a_due_collection_waits_for_the_boundary():
         _memory.set_collector(None, 64 * 2**20)
 
 
+def test_collections_are_timed_with_what_the_collector_runs():
+    import time
+
+    _memory.set_collector(lambda full: time.sleep(0.02), 1000)
+    try:
+        before = _memory.stats()
+        _memory.handed_to_r(keras.ops.ones((300,)))  # 1,200 bytes: due
+        _memory.at_boundary()
+        after = _memory.stats()
+        assert after["collections"] == before["collections"] + 1
+        # one sleep, or two when a full collection follows the minor one
+        assert 0.02 <= after["seconds"] - before["seconds"] < 0.5
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
+
+
 def test_bytes_are_counted_by_size_and_dtype():
     x = keras.ops.ones((3, 4), dtype="float32")
     h = keras.ops.ones((5,), dtype="float16")
