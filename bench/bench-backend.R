@@ -73,15 +73,6 @@ now_us <- function() as.numeric(Sys.time()) * 1e6
 set.seed(20261127)
 in_turn <- function(impls) sample(impls)
 
-# Before each round of eager steps, outside the timings, R collects its
-# garbage (a minor gc()). Without it the tensors R holds from every
-# implementation's steps pile up, and whichever step collects pays for all
-# of them: customgrad's memory check collected 0.16 times a step at
-# n = 1e6 here (20-30 ms each, mostly freeing the others' tensors), where
-# in a loop of its own it collects 0.03 times. What customgrad's own
-# collections cost is measured in those loops (below).
-between_rounds <- function() invisible(gc(full = FALSE))
-
 # The columns that summarise repeated timings `t` (µs).
 time_summary <- function(t) {
   data.frame(
@@ -139,6 +130,15 @@ bridge <- reticulate::import("customgrad._bridge", convert = FALSE)
 memory <- reticulate::import("customgrad._memory", convert = TRUE)
 # R collections customgrad asked for (each a minor gc(), a few ms).
 collections <- function() memory$stats()$collections
+
+# Before each round of eager steps, outside the timings, customgrad's memory
+# check runs and collects if a collection is due. Inside a step it lands in
+# customgrad's call whoever made the garbage: interleaved at n = 1e6 it
+# collected 0.16 times a step (20-30 ms each on JAX), freeing the floor's
+# and the pass-through's tensors too, where in a loop of its own it
+# collects 0.03 times. What its own collections cost a loop is measured in
+# the loops below.
+between_rounds <- function() invisible(memory$at_boundary())
 callbacks <- function(impl) {
   switch(
     impl,

@@ -114,7 +114,7 @@ lines <- c(
   ),
   "",
   sprintf(
-    "Median µs per step of `sum(log1pexp(x))` forward + backward, float32, %d repetitions after warm-up, implementations interleaved (each round in a new order; eager rounds start with a minor R collection, outside the timings, so that no step pays for the others' garbage). Machine: %s, %d cores.",
+    "Median µs per step of `sum(log1pexp(x))` forward + backward, float32, %d repetitions after warm-up, implementations interleaved (each round in a new order). Each eager round starts with customgrad's memory check, outside the timings: a collection it finds due runs there, not in the next customgrad call, which would pay for the tensors of all four implementations (the collections column counts them; what customgrad's collections cost a loop of its own: the eager loops below). Machine: %s, %d cores.",
     max(steps$reps),
     R.version$platform,
     parallel::detectCores()
@@ -122,7 +122,7 @@ lines <- c(
   "",
   "The floor is the same R harness calling log1pexp written as a Python custom gradient: R-driven eager code can't beat it. Compiled, it is pure Python.",
   "",
-  "| backend | mode | n | pure Python | floor | pass-through | customgrad | customgrad / Python | customgrad / floor | customgrad / pass-through | R callbacks per step | collections customgrad ran per step | target |",
+  "| backend | mode | n | pure Python | floor | pass-through | customgrad | customgrad / Python | customgrad / floor | customgrad / pass-through | R callbacks per step | collections per step (between rounds) | target |",
   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 for (i in seq_len(nrow(wide))) {
