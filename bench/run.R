@@ -122,7 +122,7 @@ lines <- c(
   "",
   "The floor is the same R harness calling log1pexp written as a Python custom gradient: R-driven eager code can't beat it. Compiled, it is pure Python.",
   "",
-  "| backend | mode | n | pure Python | floor | pass-through | customgrad | customgrad / Python | customgrad / floor | customgrad / pass-through | R callbacks per step | collections per step (between rounds) | target |",
+  "| backend | mode | n | pure Python | floor | pass-through | customgrad | customgrad / Python | customgrad / floor | customgrad / pass-through | R callbacks per step | collections customgrad ran per step (mostly between rounds) | target |",
   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 for (i in seq_len(nrow(wide))) {

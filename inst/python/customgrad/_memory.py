@@ -219,13 +219,6 @@ def _collect():
     _state["bytes"] = 0
     _state["collections"] += 1
     started = time.perf_counter()
-    try:
-        _collect_now()
-    finally:
-        _state["seconds"] += time.perf_counter() - started
-
-
-def _collect_now():
     with _interrupts.held():
         _state["collect"](False)
         now = _memory_now(fresh=True)
@@ -240,6 +233,7 @@ def _collect_now():
         if _state["full_base"] is None:  # collected before any baseline
             _state["full_base"] = now
         _state["memory_base"] = now
+    _state["seconds"] += time.perf_counter() - started
 
 
 def _full_due(now):
