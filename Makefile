@@ -8,10 +8,11 @@ SETUP := .setup
 PKG_SOURCES := DESCRIPTION NAMESPACE $(wildcard R/*.R) \
 	$(shell find inst -type f -not -path '*/__pycache__/*' -not -path '*/.pytest_cache/*' 2>/dev/null)
 
-# pip requirements the tests add to customgrad's Python environment, as R
-# strings for install_customgrad(extra_packages = ): pytest, and pytest-cov
-# (pinned) for `make coverage`.
-PYTHON_TEST_PACKAGES := "pytest", "pytest-cov==7.1.0"
+# The development Python (tools/setup-python.sh), chosen explicitly for
+# every R and Python process make starts. Users' sessions never see it:
+# customgrad uses the Python keras3 would use.
+DEV_PYTHON := $(CURDIR)/$(SETUP)/venv/bin/python
+export RETICULATE_PYTHON := $(DEV_PYTHON)
 # The backends `make coverage` runs the suites on, combined (each one in its
 # own process): make coverage COVERAGE_BACKENDS="tensorflow jax torch".
 COVERAGE_BACKENDS := tensorflow
@@ -20,7 +21,7 @@ COVERAGE_BACKENDS := tensorflow
 #  - none yet.
 ALLOWED_NOTES :=
 
-.PHONY: setup demo distributed-demo test test-keras-previous check lint coverage site site-check bench soak pythons clean
+.PHONY: setup demo distributed-demo test platforms test-keras-previous check lint coverage site site-check bench soak pythons clean
 
 setup: $(SETUP)/docs.stamp
 
@@ -33,21 +34,14 @@ $(SETUP)/package.stamp: $(SETUP)/system.stamp $(PKG_SOURCES)
 	R CMD INSTALL --no-test-load . >$(SETUP)/install.log 2>&1 || { cat $(SETUP)/install.log; exit 1; }
 	@touch $@
 
-# install_customgrad() is itself idempotent; the stamp only saves starting R.
-$(SETUP)/python.stamp: $(SETUP)/package.stamp inst/python/requirements.txt
-	Rscript -e 'customgrad::install_customgrad(python = "/usr/bin/python3.11", extra_packages = c($(PYTHON_TEST_PACKAGES)))'
-	@touch $@
-
-# The same call again, for a set-up made before pytest-cov was among the
-# test packages (a no-op otherwise: the environment is up to date).
-$(SETUP)/coverage.stamp: $(SETUP)/python.stamp
-	Rscript -e 'customgrad::install_customgrad(python = "/usr/bin/python3.11", extra_packages = c($(PYTHON_TEST_PACKAGES)))'
+$(SETUP)/python.stamp: $(SETUP)/system.stamp tools/setup-python.sh tools/python-dev-requirements.txt
+	tools/setup-python.sh $(SETUP)/venv
 	@touch $@
 
 # The package again, from a tarball with its vignettes built (they run
 # customgrad, so they need the Python environment above), so that
 # vignette("custom-gradients") works after `make demo`.
-$(SETUP)/docs.stamp: $(SETUP)/python.stamp $(wildcard vignettes/*.Rmd)
+$(SETUP)/docs.stamp: $(SETUP)/package.stamp $(SETUP)/python.stamp $(wildcard vignettes/*.Rmd)
 	rm -rf $(SETUP)/build && mkdir -p $(SETUP)/build
 	cd $(SETUP)/build && R CMD build --no-manual ../.. >../build.log 2>&1 || { cat ../build.log; exit 1; }
 	R CMD INSTALL --no-test-load $(SETUP)/build/customgrad_*.tar.gz >$(SETUP)/install.log 2>&1 || { cat $(SETUP)/install.log; exit 1; }
@@ -62,8 +56,14 @@ demo: setup
 distributed-demo: setup
 	Rscript tools/distributed-demo.R 2 40
 
-test: setup
-	Rscript tools/run-tests.R $(BACKENDS)
+test: setup $(SETUP)/uv/bin/uv
+	UV=$(SETUP)/uv/bin/uv Rscript tools/run-tests.R $(BACKENDS)
+
+# What keras3 asks for with customgrad attached, per platform, backend and
+# GPU setting, resolved from the package index (tools/check-platforms.R);
+# a report of keras3's gaps, about ten minutes, not in CI.
+platforms: setup $(SETUP)/uv/bin/uv
+	Rscript tools/check-platforms.R $(SETUP)/uv/bin/uv "" --keras3
 
 # pytest on every backend, and the R tests of saving, tracing and Keras
 # internals, against the previous Keras minor release, in an environment of
@@ -102,7 +102,7 @@ lint: $(SETUP)/system.stamp
 # covr's coverage of R/ by the testthat suite and pytest-cov's of
 # inst/python/customgrad by the pytest suite, on COVERAGE_BACKENDS; slow
 # (the suites run instrumented), so not part of CI.
-coverage: setup $(SETUP)/coverage.stamp
+coverage: setup
 	Rscript tools/coverage.R $(COVERAGE_BACKENDS)
 
 bench: setup
@@ -113,7 +113,8 @@ bench: setup
 soak: setup
 	Rscript tools/soak.R $(BACKENDS)
 
-# uv from PyPI, for the provisioned Python that `make pythons` checks.
+# uv from PyPI: it resolves requirements for other platforms (make test,
+# make platforms) and provisions the Python that `make pythons` checks.
 UV_VERSION := 0.13.9
 $(SETUP)/uv/bin/uv: $(SETUP)/system.stamp
 	rm -rf $(SETUP)/uv

@@ -389,32 +389,6 @@ check_traceable_grad <- function(
   }
 }
 
-check_python_version <- function(
-  x,
-  ...,
-  arg = rlang::caller_arg(x),
-  call = rlang::caller_env()
-) {
-  version <- tryCatch(
-    system2(
-      x,
-      c("-c", shQuote("import sys; print('%d.%d' % sys.version_info[:2])")),
-      stdout = TRUE,
-      stderr = FALSE
-    ),
-    error = function(cnd) character(),
-    warning = function(cnd) character()
-  )
-  version <- numeric_version(version[1], strict = FALSE)
-  if (is.na(version) || version < "3.10") {
-    abort_customgrad(
-      "{.file {x}} must be Python 3.10 or newer; it is {if (is.na(version)) 'not a working Python' else as.character(version)}.",
-      class = "python_version",
-      call = call
-    )
-  }
-}
-
 # The converted elements of a list argument (as_input()): all values, or
 # all options.
 check_no_mixed_options <- function(

@@ -58,8 +58,7 @@ error_classes <- c(
   backend_unsupported = "Keras runs with a backend customgrad does not support.",
   backend_missing = "The Python in use lacks the backend's module.",
   python_missing = "No Python with Keras 3 is chosen or found, and none could be provisioned.",
-  python_version = "The Python given to `install_customgrad()` is too old.",
-  install_failed = "A step of `install_customgrad()` failed.",
+  python_version = "The Python in use, or its Keras, is older than customgrad needs (Python 3.11, Keras 3.14).",
   load_function = "A loaded custom-gradient layer can't find its function, and its saved traces don't serve the call.",
   not_serializable = "`save_model()` met a custom-gradient function where Keras would save it by a name that loading can't find: in a `Lambda` layer made with `layer_lambda()`, or as an activation.",
   load_format = "A loaded custom-gradient layer would run on its saved traces, and they have a format this customgrad doesn't read: saved by a newer customgrad, or by an older one than it still reads.",
@@ -342,7 +341,11 @@ python_error_message <- function(class, d) {
       } else {
         "Make the layer with {.fn layer_custom_gradient} instead of {.fn layer_lambda}: it saves and reloads with the model."
       },
-      "i" = "See {.vignette customgrad::troubleshooting}, \"A model that won't reload\"."
+      "i" = docs_hint(
+        "troubleshooting",
+        "A model that won't reload",
+        topic = "layer_custom_gradient"
+      )
     ),
     load_format = c(
       switch(

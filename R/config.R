@@ -1,10 +1,16 @@
 #' Report customgrad's Python set-up
 #'
 #' `customgrad_config()` reports what customgrad and keras3 run on: the
-#' Python in use and why it was chosen, customgrad's environment, the
-#' versions of Keras and of each backend's package, whether each backend
-#' imports and the devices it sees, and the active backend. Like
+#' Python in use and why it was chosen, the versions of Keras and of each
+#' backend's package, whether each backend imports and the devices it sees
+#' (a GPU shows up here, or does not), and the active backend. Like
 #' [reticulate::py_config()] for reticulate.
+#'
+#' customgrad has no Python environment of its own: it uses the Python
+#' keras3 uses, chosen the way reticulate chooses (`RETICULATE_PYTHON`,
+#' [reticulate::use_virtualenv()], keras3's `r-keras` environment from
+#' [keras3::install_keras()], or one reticulate provisions for what keras3
+#' and customgrad declare with [reticulate::py_require()]).
 #'
 #' The backends are imported in a separate Python process each (the same
 #' Python), never in the R session's: the report can be made before
@@ -12,11 +18,13 @@
 #' seconds per backend; a progress line shows which one is being checked.
 #'
 #' @returns A list of class `customgrad_config`, printed as a report:
-#'   `python` (path), `chosen_by`, `environment` (customgrad's, and whether
-#'   it exists), `versions` (a named character vector, `NA` where a package
-#'   is missing), `backends` (a data frame: `backend`, `imports`,
-#'   `devices`), `active_backend` and `keras_started`.
-#' @seealso [install_customgrad()], [python_env_path()].
+#'   `python` (path), `chosen_by` (why reticulate chose it), `versions` (a
+#'   named character vector, `NA` where a package is missing), `backends` (a
+#'   data frame: `backend`, `imports`, `devices`), `active_backend` and
+#'   `keras_started`.
+#' @seealso [keras3::install_keras()], [keras3::use_backend()] (with
+#'   `gpu = TRUE` for a GPU); `vignette("troubleshooting")`, "Which Python,
+#'   which devices".
 #' @export
 #' @examplesIf customgrad::backend_available()
 #' customgrad_config()
@@ -37,10 +45,6 @@ customgrad_config <- function() {
     list(
       python = python,
       chosen_by = if (is.null(config)) NA_character_ else python_reason(config),
-      environment = list(
-        path = python_env_path(),
-        exists = file.exists(python_env_python())
-      ),
       versions = versions,
       backends = do.call(rbind, backends),
       active_backend = backend_name(),
@@ -55,15 +59,11 @@ print.customgrad_config <- function(x, ...) {
   cli::cli_h2("customgrad's Python set-up")
   if (is.na(x$python)) {
     cli::cli_alert_danger(
-      "No Python chosen: run {.code customgrad::install_customgrad()}."
+      "No Python found: reticulate will provision one when Keras starts, or run {.code keras3::install_keras()}."
     )
   } else {
     cli::cli_text("Python: {.file {x$python}} (chosen by {x$chosen_by})")
   }
-  env <- if (x$environment$exists) "" else " (not installed)"
-  cli::cli_text(
-    "customgrad's environment: {.file {x$environment$path}}{env}"
-  )
   shown <- ifelse(is.na(x$versions), "missing", x$versions)
   cli::cli_text(
     "Versions: {paste(names(shown), shown, sep = ' ', collapse = ', ')}"
@@ -136,7 +136,13 @@ probe_backend <- function(python, backend) {
     backend,
     tensorflow = "import tensorflow as tf\nprint(', '.join(d.name for d in tf.config.list_physical_devices()))",
     jax = "import jax\nprint(', '.join(str(d) for d in jax.devices()))",
-    torch = "import torch\nprint(', '.join(['cpu'] + [f'cuda:{i}' for i in range(torch.cuda.device_count())]))"
+    # CUDA (and ROCm, which torch also calls cuda) and Apple's MPS.
+    torch = paste0(
+      "import torch\n",
+      "mps = getattr(torch.backends, 'mps', None)\n",
+      "print(', '.join(['cpu'] + [f'cuda:{i}' for i in range(torch.cuda.device_count())]",
+      " + (['mps'] if mps is not None and mps.is_available() else [])))"
+    )
   )
   out <- if (is.na(python)) character() else run_python(python, code)
   imports <- length(out) > 0L && !is.na(out[[length(out)]])

@@ -3,41 +3,16 @@
 # library(customgrad) does not start Python and the backend can still be
 # chosen with keras3's use_backend().
 
-#' Where customgrad's Python environment lives
-#'
-#' `install_customgrad()` creates a virtual environment here. A session that
-#' has not chosen a Python otherwise (`RETICULATE_PYTHON`,
-#' `reticulate::use_virtualenv()`, an activated virtual environment) uses it,
-#' for keras3 as well: there is one Python per R session.
-#'
-#' @returns The path of the virtual environment, a string.
-#' @export
-#' @examples
-#' python_env_path()
-python_env_path <- function() {
-  file.path(tools::R_user_dir("customgrad", "data"), "venv")
-}
-
-python_env_python <- function(env = python_env_path()) {
-  reticulate::virtualenv_python(env)
-}
-
 # customgrad's Python module (inst/python/customgrad), registered in
-# .onLoad as a delayed import that names customgrad's environment: that is
-# how a package tells reticulate which Python it prefers. Explicit choices
-# (RETICULATE_PYTHON, use_virtualenv(), an active venv) still win; the
-# priority puts customgrad's environment before keras3's "r-keras".
+# .onLoad as a delayed import. It names no environment and no priority:
+# customgrad uses whatever Python keras3 would use (an explicit choice,
+# keras3's r-keras, a Python provisioned from py_require()) and never
+# outranks it. customgrad_py() puts the module's directory on sys.path.
 register_python_module <- function() {
-  env <- python_env_path()
-  # import() rather than import_from_path(), which drops `environment` and
-  # `priority`; customgrad_py() puts the module's directory on sys.path.
   the$py_module <- reticulate::import(
     "customgrad",
     convert = TRUE,
-    delay_load = list(
-      environment = if (dir.exists(env)) env else NA_character_,
-      priority = 20L
-    )
+    delay_load = TRUE
   )
 }
 
@@ -135,7 +110,7 @@ start_provisioned_python <- function(
         c(
           "customgrad needs Python with Keras 3, and reticulate couldn't provision one.",
           "i" = "No Python was chosen or found, so reticulate tried to create one with {.code uv} for what keras3 and customgrad declare with {.fn reticulate::py_require}.",
-          "i" = "Connect to the internet and try again in a new R session, or run {.code customgrad::install_customgrad()}, or set {.envvar RETICULATE_PYTHON} to a Python with Keras, then restart R."
+          "i" = "Connect to the internet and try again in a new R session, or run {.code keras3::install_keras()}, or set {.envvar RETICULATE_PYTHON} to a Python with Keras, then restart R."
         ),
         class = "python_missing",
         parent = cnd,
@@ -145,13 +120,25 @@ start_provisioned_python <- function(
   )
 }
 
-# What customgrad needs from Python, declared the way keras3 declares its
-# own: a Python that reticulate provisions (when none is chosen) has it.
-# keras3 adds the backend's packages (use_backend()); customgrad needs
-# nothing beyond Keras.
+# What customgrad needs from Python, in one place: py_require() declares
+# it, ensure_python_modules() checks it, and DESCRIPTION's
+# SystemRequirements, ?customgrad_config and tools/check-platforms.R say
+# the same (test-python.R checks that they agree). Keras only, with the
+# Pythons Keras supports: the backends' packages are keras3's to choose
+# (use_backend(gpu = ), the platform), so customgrad never adds a CPU-only
+# or CUDA build to them. The Keras minimum is the oldest release tested
+# (make test-keras-previous).
+python_requirements <- list(python = "3.11", keras = "3.14")
+
+# Declared the way keras3 declares its own, so that a Python reticulate
+# provisions (when none is chosen) has it: "keras", which keras3 declares
+# too (py_require() lists it once), and the Python range.
 declare_python_requirements <- function() {
   tryCatch(
-    reticulate::py_require("keras"),
+    reticulate::py_require(
+      "keras",
+      python_version = paste0(">=", python_requirements$python)
+    ),
     error = function(cnd) invisible(NULL)
   )
 }
@@ -172,19 +159,56 @@ ensure_python_modules <- function(
 ) {
   # KERAS_BACKEND (or keras3's use_backend()) may name any backend.
   check_backend(backend, arg = "KERAS_BACKEND", call = call)
-  if (length(missing) == 0) {
-    return(invisible())
-  }
   config <- reticulate::py_config()
+  if (length(missing) == 0) {
+    return(check_python_versions(config, call))
+  }
   abort_customgrad(
     c(
       "The Python in use lacks {.pkg {missing}}, which the {.val {backend}} backend needs.",
       "i" = "Python: {.file {config$python}}, chosen by {python_reason(config)}.",
-      "i" = "Run {.code customgrad::install_customgrad()} and restart R, or choose a Python that has them with {.envvar RETICULATE_PYTHON}."
+      "i" = "Run {.code keras3::install_keras(backend = \"{backend}\")} and restart R, or choose a Python that has them with {.envvar RETICULATE_PYTHON}."
     ),
     class = if ("keras" %in% missing) "python_missing" else "backend_missing",
     call = call
   )
+}
+
+# The Python and Keras in use against python_requirements; run once, when
+# customgrad first starts Python.
+check_python_versions <- function(
+  config,
+  call,
+  keras = python_package_version("keras")
+) {
+  python <- numeric_version(config$version, strict = FALSE)
+  keras <- numeric_version(keras, strict = FALSE)
+  old <- c(
+    python = isTRUE(python < python_requirements$python),
+    keras = isTRUE(keras < python_requirements$keras)
+  )
+  if (!any(old)) {
+    return(invisible())
+  }
+  abort_customgrad(
+    c(
+      "customgrad needs Python {python_requirements$python} or newer with Keras {python_requirements$keras} or newer.",
+      "x" = "The Python in use is {.file {config$python}}: Python {python}, Keras {keras}.",
+      "i" = if (old[["keras"]] && !old[["python"]]) {
+        "Upgrade Keras with {.code reticulate::py_install(\"keras\")}, or run {.code keras3::install_keras()} and restart R."
+      } else {
+        "Run {.code keras3::install_keras()} and restart R, or choose a newer Python with {.envvar RETICULATE_PYTHON}."
+      }
+    ),
+    class = "python_version",
+    call = call
+  )
+}
+
+# A Python package's installed version, from its metadata (not imported).
+python_package_version <- function(name) {
+  metadata <- reticulate::import("importlib.metadata", convert = TRUE)
+  tryCatch(metadata$version(name), error = function(cnd) NA_character_)
 }
 
 missing_python_modules <- function(backend) {
@@ -196,15 +220,26 @@ missing_python_modules <- function(backend) {
   )
 }
 
+# Why reticulate chose this Python, in the words keras3 users know.
 python_reason <- function(config) {
-  forced <- config$forced
-  if (is.null(forced) || !nzchar(forced)) {
+  forced <- config$forced %||% ""
+  python <- config$python %||% ""
+  if (isTRUE(config$ephemeral) || identical(forced, "py_require()")) {
+    return("reticulate, which provisioned it for what keras3 and customgrad declare with py_require()")
+  }
+  if (grepl("[/\\\\]r-keras[/\\\\]", python)) {
+    return("keras3 (its r-keras environment, from install_keras())")
+  }
+  if (!nzchar(forced)) {
     return("reticulate's default search")
   }
-  if (grepl("customgrad", forced, fixed = TRUE)) {
-    return("customgrad (the environment of install_customgrad())")
-  }
-  forced
+  switch(
+    forced,
+    RETICULATE_PYTHON = "the RETICULATE_PYTHON environment variable",
+    VIRTUAL_ENV = "the activated virtual environment (VIRTUAL_ENV)",
+    "use_python() function" = "a reticulate::use_python() or use_virtualenv() call",
+    forced
+  )
 }
 
 # An R callback for a Python callable kept in `state$py`, calling

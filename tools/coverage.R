@@ -12,12 +12,8 @@ backends <- commandArgs(trailingOnly = TRUE)
 if (length(backends) == 0) {
   backends <- "tensorflow"
 }
-python <- file.path(
-  tools::R_user_dir("customgrad", "data"),
-  "venv",
-  "bin",
-  "python"
-)
+# The development Python, chosen by the Makefile (RETICULATE_PYTHON).
+python <- Sys.getenv("RETICULATE_PYTHON", ".setup/venv/bin/python")
 # The suites' output, and the data behind the numbers, stay here.
 logs <- file.path(".setup", "coverage")
 dir.create(logs, recursive = TRUE, showWarnings = FALSE)

@@ -1,8 +1,9 @@
 # `make pythons`: the README's quick start, verbatim, in a fresh R process
-# for every Python keras3 would use: customgrad's environment, keras3's
-# `r-keras`, one that reticulate provisions with uv (nothing configured), and
-# an explicit RETICULATE_PYTHON. Each must train (the loss falls), use the
-# Python it should, and print none of TensorFlow's start-up lines.
+# for every Python keras3 would use: keras3's `r-keras`, one that reticulate
+# provisions with uv (nothing configured), and an explicit RETICULATE_PYTHON
+# (the development environment). Each must train (the loss falls), use the
+# Python it should, say why in customgrad_config(), and print none of
+# TensorFlow's start-up lines.
 # Usage: Rscript tools/pythons.R UV [ROUTE...]
 #   UV: the uv binary (installed from PyPI by the Makefile).
 args <- commandArgs(trailingOnly = TRUE)
@@ -10,10 +11,11 @@ uv <- normalizePath(args[[1]])
 routes <- if (length(args) > 1) {
   args[-1]
 } else {
-  c("customgrad", "r-keras", "provisioned", "RETICULATE_PYTHON")
+  c("r-keras", "provisioned", "RETICULATE_PYTHON")
 }
 setup <- normalizePath(".setup")
-ours <- file.path(customgrad::python_env_path(), "bin", "python")
+# The development environment, which the Makefile chooses.
+ours <- Sys.getenv("RETICULATE_PYTHON", file.path(setup, "venv", "bin", "python"))
 
 # The README's first R chunk (the quick start), and lines reporting the
 # loss and the Python in use.
@@ -26,7 +28,8 @@ writeLines(
   c(
     chunk,
     "cat('LOSS', history$metrics$loss, '\\n')",
-    "cat('PYTHON', reticulate::py_config()$python, '\\n')"
+    "cat('PYTHON', reticulate::py_config()$python, '\\n')",
+    "cat('CHOSEN', customgrad_config()$chosen_by, '\\n')"
   ),
   script
 )
@@ -58,7 +61,7 @@ pip_index_env <- function() {
 # new environment each time, except uv's download cache (UV_CACHE_DIR).
 route_env <- function(route, home) {
   clean <- c(
-    R_USER_DATA_DIR = file.path(home, "data"), # no customgrad environment
+    R_USER_DATA_DIR = file.path(home, "data"),
     R_USER_CACHE_DIR = file.path(home, "cache"),
     WORKON_HOME = file.path(home, "venvs"),
     # Debian's Python only: no pyenv shims for uv or reticulate to find.
@@ -66,7 +69,6 @@ route_env <- function(route, home) {
   )
   switch(
     route,
-    customgrad = character(),
     RETICULATE_PYTHON = c(clean, RETICULATE_PYTHON = ours),
     "r-keras" = clean,
     provisioned = c(
@@ -82,7 +84,6 @@ route_env <- function(route, home) {
 expected_python <- function(route, home) {
   switch(
     route,
-    customgrad = ours,
     RETICULATE_PYTHON = ours,
     "r-keras" = file.path(home, "venvs", "r-keras", "bin", "python"),
     provisioned = NA_character_ # an ephemeral environment in uv's cache
@@ -170,7 +171,14 @@ for (route in routes) {
     " "
   )[[1]])
   python <- trimws(sub("^PYTHON ", "", grep("^PYTHON ", out, value = TRUE)))
+  chosen <- trimws(sub("^CHOSEN ", "", grep("^CHOSEN ", out, value = TRUE)))
   want <- expected_python(route, home)
+  want_reason <- switch(
+    route,
+    "r-keras" = "r-keras",
+    provisioned = "provisioned",
+    RETICULATE_PYTHON = "RETICULATE_PYTHON"
+  )
   problems <- c(
     if (!identical(attr(out, "status"), NULL)) "the quick start failed",
     if (length(loss) < 2 || !all(diff(loss) < 0)) "the loss did not fall",
@@ -181,6 +189,9 @@ for (route in routes) {
         normalizePath(python) != normalizePath(want)
     ) {
       paste("used", python, "instead of", want)
+    },
+    if (length(chosen) != 1 || !grepl(want_reason, chosen, fixed = TRUE)) {
+      paste0("customgrad_config() gave the reason '", chosen, "'")
     },
     if (any(grepl(tf_startup, out))) "TensorFlow's start-up lines were printed",
     if (any(grepl("^Error", out) & !grepl(reticulate_recursion, out))) {

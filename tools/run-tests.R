@@ -4,12 +4,8 @@
 # run is a failure there, never a pass.
 # Usage: Rscript tools/run-tests.R tensorflow jax torch
 backends <- commandArgs(trailingOnly = TRUE)
-python <- file.path(
-  tools::R_user_dir("customgrad", "data"),
-  "venv",
-  "bin",
-  "python"
-)
+# The development Python, chosen by the Makefile (RETICULATE_PYTHON).
+python <- Sys.getenv("RETICULATE_PYTHON", ".setup/venv/bin/python")
 ci <- identical(Sys.getenv("CI"), "true")
 
 totals <- c(passed = 0, failed = 0, skipped = 0)
@@ -75,6 +71,18 @@ for (backend in backends) {
   }
   add(counts, paste("pytest", backend))
 }
+
+# customgrad's Python requirements against the package index, for every
+# platform and Python in its range (tools/check-platforms.R); needs uv (the
+# Makefile passes it in UV) and the index.
+cat("\n== Python requirements on every platform ==\n")
+counts_file <- tempfile()
+system2(
+  "Rscript",
+  c("tools/check-platforms.R", shQuote(Sys.getenv("UV", "uv")), counts_file)
+)
+counts <- if (file.exists(counts_file)) scan(counts_file, quiet = TRUE) else c(0, 1, 0)
+add(counts, "platforms")
 
 cat(sprintf(
   "\n%d passed, %d failed, %d skipped\n",

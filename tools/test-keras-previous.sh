@@ -16,8 +16,8 @@ env_dir=$(realpath -m "$2")
 shift 2
 backends=("$@")
 
-base_env=$(Rscript -e 'cat(customgrad::python_env_path())')
-base_python=$base_env/bin/python
+# The development Python, chosen by the Makefile.
+base_python=${RETICULATE_PYTHON:-.setup/venv/bin/python}
 python=$env_dir/bin/python
 
 site_packages() {

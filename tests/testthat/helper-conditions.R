@@ -97,7 +97,9 @@ error_triggers <- list(
     h <- new_doubler()
     h(1)
   },
-  backend_unknown = function() install_customgrad(backends = "theano"),
+  backend_unknown = function() {
+    customgrad:::ensure_python_modules(quote(h(x)), "theano", missing = NULL)
+  },
   backend_started = function() {
     other <- setdiff(c("tensorflow", "jax"), config_backend())[[1]]
     withr::local_envvar(KERAS_BACKEND = other)
@@ -115,13 +117,8 @@ error_triggers <- list(
     customgrad:::ensure_python_modules(quote(h(x)), "jax", missing = "keras")
   },
   python_version = function() {
-    install_customgrad(python = "/bin/false", envname = tempfile())
-  },
-  install_failed = function() {
-    customgrad:::with_install_errors(
-      stop(simpleError("pip failed")), # as reticulate fails: no call
-      call = quote(install_customgrad())
-    )
+    config <- list(python = "/home/me/.virtualenvs/r-keras/bin/python", version = "3.12")
+    customgrad:::check_python_versions(config, quote(h(x)), keras = "3.8.0")
   },
   na = function() {
     h <- new_doubler()
@@ -143,6 +140,7 @@ error_triggers <- list(
   },
   # Through keras3's save_model(): the message R writes for it all the same.
   not_serializable = function() {
+    local_vignettes_installed(TRUE) # the same message however installed
     h <- new_doubler()
     model <- keras_model_sequential(input_shape = 2) |>
       layer_lambda(h, name = "doubled")

@@ -11,66 +11,48 @@ test_that("library(customgrad) does not start Python", {
   expect_false(started)
 })
 
-test_that("customgrad and keras3 share customgrad's Python environment", {
+test_that("customgrad uses keras3's r-keras, though the development environment is there", {
   skip_if_no_backend()
   skip_if_no_callr()
+  home <- withr::local_tempdir()
+  # keras3's r-keras where keras3 looks (WORKON_HOME), with the packages
+  # of the development environment the tests run on; and, where customgrad
+  # once kept one, a customgrad environment with the same packages.
+  r_keras <- local_python_env(file.path(home, "venvs", "r-keras"))
+  local_python_env(file.path(home, "data", "customgrad", "venv"))
   got <- callr::r(
     function() {
-      # (reticulate sets VIRTUAL_ENV in the parent, which would choose.)
       Sys.unsetenv(c("RETICULATE_PYTHON", "VIRTUAL_ENV"))
       library(customgrad)
-      op_exp(0) # keras3 starts Python first
-      list(
-        python = reticulate::py_config()$python,
-        forced = reticulate::py_config()$forced
-      )
-    },
-    libpath = .libPaths()
-  )
-  expect_identical(
-    normalizePath(got$python),
-    normalizePath(file.path(python_env_path(), "bin", "python"))
-  )
-  expect_match(got$forced, "customgrad", fixed = TRUE)
-})
-
-test_that("customgrad's environment is chosen before keras3's r-keras", {
-  skip_if_no_backend()
-  skip_if_no_callr()
-  skip_if(!file.exists("/usr/bin/python3.11"), "no /usr/bin/python3.11")
-  home <- withr::local_tempdir()
-  # An r-keras environment without Keras, where keras3 would look first.
-  status <- system2(
-    "/usr/bin/python3.11",
-    c("-m", "venv", "--without-pip", file.path(home, "r-keras"))
-  )
-  expect_identical(status, 0L)
-  python <- callr::r(
-    function() {
-      Sys.unsetenv(c("RETICULATE_PYTHON", "VIRTUAL_ENV"))
-      library(customgrad)
-      op_exp(0)
-      reticulate::py_config()$python
+      h <- op_custom_gradient(function(x) {
+        tuple(x * x, function(upstream) upstream * 3 * x)
+      })
+      grad <- as.numeric(op_grad(h)(2))
+      config <- customgrad_config()
+      list(grad = grad, python = config$python, chosen_by = config$chosen_by)
     },
     libpath = .libPaths(),
-    env = c(callr::rcmd_safe_env(), WORKON_HOME = home)
+    env = c(
+      callr::rcmd_safe_env(),
+      WORKON_HOME = file.path(home, "venvs"),
+      R_USER_DATA_DIR = file.path(home, "data")
+    )
   )
-  expect_identical(
-    normalizePath(python),
-    normalizePath(file.path(python_env_path(), "bin", "python"))
-  )
+  expect_identical(got$grad, 6)
+  expect_identical(normalizePath(got$python), normalizePath(r_keras))
+  expect_match(got$chosen_by, "keras3 (its r-keras environment", fixed = TRUE)
 })
 
 test_that("RETICULATE_PYTHON wins, and Python without Keras is a classed error", {
+  skip_if_no_backend()
   skip_if_no_callr()
-  bare <- "/usr/bin/python3.11"
-  skip_if(!file.exists(bare), "no /usr/bin/python3.11")
+  bare <- local_python_env(withr::local_tempdir(), packages = FALSE)
   result <- first_call_in_fresh_r(RETICULATE_PYTHON = bare)
-  expect_identical(result$python, bare)
+  expect_identical(normalizePath(result$python), normalizePath(bare))
   expect_true("customgrad_error_python_missing" %in% result$class)
   expect_match(result$message, bare, fixed = TRUE)
   expect_match(result$message, "RETICULATE_PYTHON", fixed = TRUE)
-  expect_match(result$message, "install_customgrad()", fixed = TRUE)
+  expect_match(result$message, "keras3::install_keras(", fixed = TRUE)
 })
 
 test_that("with no Python to use, reticulate provisions one; when it can't, the error says how to get one", {
@@ -81,29 +63,88 @@ test_that("with no Python to use, reticulate provisions one; when it can't, the 
     R_USER_DATA_DIR = empty,
     R_USER_CACHE_DIR = empty,
     WORKON_HOME = empty,
-    RETICULATE_UV = "/bin/false",
-    PATH = "/usr/local/bin:/usr/bin:/bin",
+    RETICULATE_UV = if (.Platform$OS.type == "windows") "NUL" else "/bin/false",
+    PATH = if (.Platform$OS.type != "windows") "/usr/local/bin:/usr/bin:/bin",
     unset = c("RETICULATE_PYTHON", "VIRTUAL_ENV"),
     output = file.path(empty, "out.txt")
   )
   expect_true("customgrad_error_python_missing" %in% result$class)
   expect_match(result$message, "couldn't provision", fixed = TRUE)
   expect_match(result$message, "py_require()", fixed = TRUE)
-  expect_match(result$message, "install_customgrad()", fixed = TRUE)
+  expect_match(result$message, "keras3::install_keras()", fixed = TRUE)
   expect_match(result$message, "RETICULATE_PYTHON", fixed = TRUE)
   expect_false(result$started)
 })
 
-test_that("customgrad declares what it needs from Python with py_require()", {
+test_that("customgrad asks py_require() for nothing beyond keras3's packages, on any backend, CPU or GPU", {
   skip_if_no_callr()
-  packages <- callr::r(
-    function() {
-      library(customgrad)
-      reticulate::py_require()$packages
-    },
-    libpath = .libPaths()
+  requirements <- function(attach_customgrad, backend, gpu) {
+    callr::r(
+      function(attach_customgrad, backend, gpu) {
+        library(keras3)
+        if (attach_customgrad) library(customgrad)
+        use_backend(backend, gpu = gpu)
+        reticulate::py_require()
+      },
+      args = list(attach_customgrad, backend, gpu),
+      libpath = .libPaths()
+    )
+  }
+  for (backend in c("tensorflow", "jax", "torch")) {
+    for (gpu in c(TRUE, FALSE)) {
+      label <- paste0(backend, ", gpu = ", gpu)
+      without <- requirements(FALSE, backend, gpu)
+      with <- requirements(TRUE, backend, gpu)
+      expect_identical(sort(with$packages), sort(without$packages), label = label)
+      expect_true("keras" %in% with$packages, label = label)
+      # customgrad adds only its Python range.
+      expect_identical(
+        setdiff(with$python_version, without$python_version),
+        paste0(">=", customgrad:::python_requirements$python),
+        label = label
+      )
+    }
+  }
+  # keras3 asks for GPU builds where asked to (on Linux, here), and
+  # customgrad keeps them.
+  skip_on_os(c("mac", "windows"))
+  expect_true(any(grepl("^jax\\[cuda", requirements(TRUE, "jax", TRUE)$packages)))
+  expect_true(any(grepl("and-cuda", requirements(TRUE, "tensorflow", TRUE)$packages)))
+})
+
+test_that("what customgrad needs from Python is declared alike everywhere", {
+  needs <- customgrad:::python_requirements
+  system_req <- utils::packageDescription("customgrad")$SystemRequirements
+  system_req <- gsub("\\s+", " ", system_req)
+  expect_match(system_req, sprintf("Python (>= %s)", needs$python), fixed = TRUE)
+  expect_match(system_req, sprintf("keras (>= %s)", needs$keras), fixed = TRUE)
+  expect_match(
+    customgrad:::error_classes[["python_version"]],
+    sprintf("(Python %s, Keras %s)", needs$python, needs$keras),
+    fixed = TRUE
   )
-  expect_true("keras" %in% packages)
+  script <- skip_without_source("tools/check-platforms.R")
+  expect_true(any(grepl(
+    "customgrad:::python_requirements",
+    readLines(script),
+    fixed = TRUE
+  )))
+})
+
+test_that("an old Python or Keras is a classed error that says which", {
+  config <- list(python = "/envs/old/bin/python", version = "3.9")
+  expect_error(
+    customgrad:::check_python_versions(config, NULL, keras = "3.15.1"),
+    "Python 3.9, Keras 3.15.1",
+    class = "customgrad_error_python_version"
+  )
+  config$version <- "3.11"
+  err <- expect_error(
+    customgrad:::check_python_versions(config, NULL, keras = "3.13.2"),
+    class = "customgrad_error_python_version"
+  )
+  expect_match(conditionMessage(err), "py_install(\"keras\")", fixed = TRUE)
+  expect_null(customgrad:::check_python_versions(config, NULL, keras = "3.14.0"))
 })
 
 test_that("tensors handed to R are collected once their bytes pass the threshold", {
