@@ -15,14 +15,16 @@
 #' (TensorFlow tensors keep the tensorflow package's), and the functions of
 #' `keras.ops` that keras3 has no wrapper for.
 #'
-#' customgrad and keras3 use one Python per session: `RETICULATE_PYTHON`, a
+#' customgrad and keras3 use one Python per session, keras3's: customgrad
+#' names no Python of its own. That is `RETICULATE_PYTHON`, a
 #' `reticulate::use_virtualenv()` call or an activated virtual environment
-#' if there is one, else customgrad's environment from
-#' [install_customgrad()], else keras3's `r-keras`. With none of them,
-#' reticulate provisions a Python with `uv` for what keras3 and customgrad
-#' declare with [reticulate::py_require()], the same whichever package
-#' starts Python first; when it can't (offline), the error says how else
-#' to get one.
+#' if there is one, else keras3's `r-keras` ([keras3::install_keras()]).
+#' With none of them, reticulate provisions a Python with `uv` for what
+#' keras3 and customgrad declare with [reticulate::py_require()] (customgrad:
+#' `keras`, and Python 3.11 or newer), the same whichever package starts
+#' Python first; when it can't (offline), the error says how else to get
+#' one. [customgrad_config()] says which Python is used, why, and the
+#' devices each backend sees.
 #'
 #' @section How it is built:
 #' R code knows R: it reads the gradient function's arguments, calls it the

@@ -43,32 +43,32 @@ pythons <- sprintf("%d.%d", floor[[1]], floor[[2]] + 0:2)
 backends <- c("tensorflow", "jax", "torch")
 
 # What keras3 + customgrad ask py_require() for on `os`, per backend and
-# gpu setting, from one R process that takes itself for that platform.
+# gpu setting: one R process each, which takes itself for that platform and
+# calls use_backend() once, as a user there would.
 requirements_on <- function(os) {
-  callr::r(
-    function(os, backends) {
-      library(keras3)
-      ns <- asNamespace("keras3")
-      for (name in c("get_os", "is_linux")) {
-        unlockBinding(name, ns)
-      }
-      assign("get_os", function() os, envir = ns)
-      assign("is_linux", function() os == "Linux", envir = ns)
-      library(customgrad)
-      out <- list()
-      for (backend in backends) {
-        for (gpu in c(FALSE, TRUE)) {
+  out <- list()
+  for (backend in backends) {
+    for (gpu in c(FALSE, TRUE)) {
+      out[[sprintf("%s%s", backend, if (gpu) " (GPU)" else "")]] <- callr::r(
+        function(os, backend, gpu) {
+          library(keras3)
+          ns <- asNamespace("keras3")
+          for (name in c("get_os", "is_linux")) {
+            unlockBinding(name, ns)
+          }
+          assign("get_os", function() os, envir = ns)
+          assign("is_linux", function() os == "Linux", envir = ns)
+          library(customgrad)
           # keras3 warns where a platform has no GPU build for a backend.
           suppressWarnings(use_backend(backend, gpu = gpu))
-          out[[sprintf("%s%s", backend, if (gpu) " (GPU)" else "")]] <-
-            reticulate::py_require()
-        }
-      }
-      out
-    },
-    args = list(os = os, backends = backends),
-    libpath = .libPaths()
-  )
+          reticulate::py_require()
+        },
+        args = list(os = os, backend = backend, gpu = gpu),
+        libpath = .libPaths()
+      )
+    }
+  }
+  out
 }
 
 # uv's resolution of `packages` for `target` and `python`: the resolved

@@ -5,7 +5,7 @@ test_that("customgrad_config() reports the Python, versions and every backend", 
   expect_true(file.exists(cfg$python))
   expect_false(is.na(cfg$versions[["keras"]]))
   expect_setequal(cfg$backends$backend, c("tensorflow", "jax", "torch"))
-  # CI installs all three backends (install_customgrad()'s default).
+  # The development environment (make setup) has all three backends.
   expect_true(all(cfg$backends$imports))
   expect_true(all(grepl("cpu", tolower(cfg$backends$devices))))
   expect_identical(cfg$active_backend, config_backend())
@@ -41,4 +41,75 @@ test_that("the backend checks leave nothing in the temporary directory", {
   out <- probe_backend(reticulate::py_config()$python, "torch")
   expect_true(out$imports)
   expect_setequal(dir(tempdir()), before)
+})
+
+test_that("customgrad_config() reports the GPUs each backend sees (a fake GPU package set)", {
+  skip_if_no_backend()
+  # Stand-ins for the backends' packages, first on Python's path, that see
+  # two CUDA devices (torch, JAX, TensorFlow) or Apple's MPS (torch on a Mac).
+  fake <- withr::local_tempdir()
+  module <- function(name, ...) {
+    dir.create(file.path(fake, name))
+    writeLines(c(...), file.path(fake, name, "__init__.py"))
+  }
+  module(
+    "tensorflow",
+    "class _Device:",
+    "    def __init__(self, name): self.name = name",
+    "class config:",
+    "    @staticmethod",
+    "    def list_physical_devices():",
+    "        return [_Device(f'/physical_device:{d}') for d in ('CPU:0', 'GPU:0', 'GPU:1')]"
+  )
+  module("jax", "def devices(): return ['cuda:0', 'cuda:1']")
+  module(
+    "torch",
+    "import os",
+    "class cuda:",
+    "    @staticmethod",
+    "    def device_count(): return int(os.environ['FAKE_CUDA'])",
+    "class _mps:",
+    "    @staticmethod",
+    "    def is_available(): return os.environ['FAKE_MPS'] == '1'",
+    "class backends:",
+    "    mps = _mps"
+  )
+  withr::local_envvar(PYTHONPATH = fake, FAKE_CUDA = "2", FAKE_MPS = "0")
+  python <- reticulate::py_config()$python
+  probe <- customgrad:::probe_backend
+  expect_identical(
+    probe(python, "tensorflow")$devices,
+    "/physical_device:CPU:0, /physical_device:GPU:0, /physical_device:GPU:1"
+  )
+  expect_identical(probe(python, "jax")$devices, "cuda:0, cuda:1")
+  expect_identical(probe(python, "torch")$devices, "cpu, cuda:0, cuda:1")
+  withr::local_envvar(FAKE_CUDA = "0", FAKE_MPS = "1")
+  expect_identical(probe(python, "torch")$devices, "cpu, mps")
+})
+
+test_that("customgrad_config() says why its Python was chosen", {
+  reason <- customgrad:::python_reason
+  expect_match(
+    reason(list(python = "/home/u/.virtualenvs/r-keras/bin/python", forced = "import(\"keras\")")),
+    "keras3 (its r-keras environment",
+    fixed = TRUE
+  )
+  expect_match(
+    reason(list(python = "C:\\Users\\u\\Documents\\.virtualenvs\\r-keras\\Scripts\\python.exe", forced = "import(\"keras\")")),
+    "r-keras",
+    fixed = TRUE
+  )
+  expect_match(
+    reason(list(python = "/cache/uv/env/bin/python", forced = "py_require()", ephemeral = TRUE)),
+    "provisioned it",
+    fixed = TRUE
+  )
+  expect_identical(
+    reason(list(python = "/opt/py/bin/python", forced = "RETICULATE_PYTHON")),
+    "the RETICULATE_PYTHON environment variable"
+  )
+  expect_identical(
+    reason(list(python = "/usr/bin/python3", forced = NULL)),
+    "reticulate's default search"
+  )
 })
