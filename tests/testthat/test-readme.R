@@ -9,7 +9,7 @@ test_that("the README's R chunks run, and the quick start's model reloads", {
   dir <- withr::local_tempdir("readme-")
 
   chunks <- Filter(\(chunk) chunk$lang == "r", markdown_chunks(readme))
-  # Set-up chunks that change the machine (install_customgrad()) say so in
+  # Set-up chunks that change the machine (installing packages) say so in
   # a comment before their fence and are not run.
   marked <- vapply(chunks, \(chunk) readme_not_run(chunk$before), TRUE)
   chunks <- chunks[!marked]
