@@ -225,7 +225,9 @@ python_reason <- function(config) {
   forced <- config$forced %||% ""
   python <- config$python %||% ""
   if (isTRUE(config$ephemeral) || identical(forced, "py_require()")) {
-    return("reticulate, which provisioned it for what keras3 and customgrad declare with py_require()")
+    return(
+      "reticulate, which provisioned it for what keras3 and customgrad declare with py_require()"
+    )
   }
   if (grepl("[/\\\\]r-keras[/\\\\]", python)) {
     return("keras3 (its r-keras environment, from install_keras())")

@@ -30,10 +30,22 @@ counts_file <- if (length(args) > 1 && nzchar(args[[2]])) args[[2]] else NULL
 needs <- customgrad:::python_requirements
 
 platforms <- list(
-  list(name = "Linux x86_64", os = "Linux", target = "x86_64-unknown-linux-gnu"),
-  list(name = "Linux aarch64", os = "Linux", target = "aarch64-unknown-linux-gnu"),
+  list(
+    name = "Linux x86_64",
+    os = "Linux",
+    target = "x86_64-unknown-linux-gnu"
+  ),
+  list(
+    name = "Linux aarch64",
+    os = "Linux",
+    target = "aarch64-unknown-linux-gnu"
+  ),
   list(name = "macOS arm64", os = "macOS", target = "aarch64-apple-darwin"),
-  list(name = "Windows x86_64", os = "Windows", target = "x86_64-pc-windows-msvc")
+  list(
+    name = "Windows x86_64",
+    os = "Windows",
+    target = "x86_64-pc-windows-msvc"
+  )
 )
 floor <- unlist(numeric_version(needs$python)) # major, minor
 below <- sprintf("%d.%d", floor[[1]], floor[[2]] - 1L)
@@ -80,10 +92,19 @@ resolve <- function(packages, target, python) {
   out <- suppressWarnings(system2(
     uv,
     c(
-      "pip", "compile", "--no-python-downloads", "--quiet", "--no-header",
+      "pip",
+      "compile",
+      "--no-python-downloads",
+      "--quiet",
+      "--no-header",
       "--no-annotate",
-      "--only-binary", ":all:", "--python-platform", target,
-      "--python-version", python, shQuote(input)
+      "--only-binary",
+      ":all:",
+      "--python-platform",
+      target,
+      "--python-version",
+      python,
+      shQuote(input)
     ),
     stdout = TRUE,
     stderr = TRUE
@@ -94,11 +115,18 @@ resolve <- function(packages, target, python) {
 cuda_or_cpu_only <- "^(nvidia-|tensorflow-cpu|.*cuda)"
 counts <- c(passed = 0, failed = 0, skipped = 0)
 report <- function(ok, what, detail = "") {
-  counts[[if (ok) "passed" else "failed"]] <<- counts[[if (ok) "passed" else "failed"]] + 1
+  counts[[if (ok) "passed" else "failed"]] <<- counts[[
+    if (ok) "passed" else "failed"
+  ]] +
+    1
   cat(sprintf("%s %s%s\n", if (ok) "ok  " else "FAIL", what, detail))
 }
 pinned <- function(lines, names) {
-  hits <- grep(sprintf("^(%s)==", paste(names, collapse = "|")), lines, value = TRUE)
+  hits <- grep(
+    sprintf("^(%s)==", paste(names, collapse = "|")),
+    lines,
+    value = TRUE
+  )
   if (length(hits)) paste0(": ", paste(hits, collapse = ", ")) else ""
 }
 
@@ -113,7 +141,11 @@ for (platform in platforms) {
     report(
       attr(lines, "ok") && length(pulled) == 0,
       sprintf("Python %s, customgrad's %s", python, own),
-      if (length(pulled)) paste(": pulls", paste(pulled, collapse = ", ")) else pinned(lines, "keras")
+      if (length(pulled)) {
+        paste(": pulls", paste(pulled, collapse = ", "))
+      } else {
+        pinned(lines, "keras")
+      }
     )
     for (set in names(asked)) {
       lines <- resolve(asked[[set]]$packages, platform$target, python)
@@ -123,7 +155,10 @@ for (platform in platforms) {
         python,
         set,
         if (attr(lines, "ok")) {
-          pinned(lines, c("keras", "tensorflow[-a-z]*", "jax", "jaxlib", "torch"))
+          pinned(
+            lines,
+            c("keras", "tensorflow[-a-z]*", "jax", "jaxlib", "torch")
+          )
         } else {
           paste0(": ", utils::tail(grep("^hint|cause", lines, value = TRUE), 1))
         }
@@ -133,7 +168,11 @@ for (platform in platforms) {
   lines <- resolve(own, platform$target, below)
   report(
     !attr(lines, "ok"),
-    sprintf("Python %s, below customgrad's range, has no Keras %s", below, needs$keras)
+    sprintf(
+      "Python %s, below customgrad's range, has no Keras %s",
+      below,
+      needs$keras
+    )
   )
 }
 cat(sprintf(

@@ -15,7 +15,10 @@ routes <- if (length(args) > 1) {
 }
 setup <- normalizePath(".setup")
 # The development environment, which the Makefile chooses.
-ours <- Sys.getenv("RETICULATE_PYTHON", file.path(setup, "venv", "bin", "python"))
+ours <- Sys.getenv(
+  "RETICULATE_PYTHON",
+  file.path(setup, "venv", "bin", "python")
+)
 
 # The README's first R chunk (the quick start), and lines reporting the
 # loss and the Python in use.

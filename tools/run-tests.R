@@ -81,7 +81,11 @@ system2(
   "Rscript",
   c("tools/check-platforms.R", shQuote(Sys.getenv("UV", "uv")), counts_file)
 )
-counts <- if (file.exists(counts_file)) scan(counts_file, quiet = TRUE) else c(0, 1, 0)
+counts <- if (file.exists(counts_file)) {
+  scan(counts_file, quiet = TRUE)
+} else {
+  c(0, 1, 0)
+}
 add(counts, "platforms")
 
 cat(sprintf(

@@ -117,7 +117,10 @@ error_triggers <- list(
     customgrad:::ensure_python_modules(quote(h(x)), "jax", missing = "keras")
   },
   python_version = function() {
-    config <- list(python = "/home/me/.virtualenvs/r-keras/bin/python", version = "3.12")
+    config <- list(
+      python = "/home/me/.virtualenvs/r-keras/bin/python",
+      version = "3.12"
+    )
     customgrad:::check_python_versions(config, quote(h(x)), keras = "3.8.0")
   },
   na = function() {

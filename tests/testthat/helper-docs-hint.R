@@ -1,7 +1,10 @@
 # Whether customgrad's vignettes count as installed, for the length of the
 # calling test: messages point to a vignette or to a help page by it
 # (R/docs.R). testthat 3.1.6 (Debian's) has no local_mocked_bindings().
-local_vignettes_installed <- function(installed, .local_envir = parent.frame()) {
+local_vignettes_installed <- function(
+  installed,
+  .local_envir = parent.frame()
+) {
   ns <- asNamespace("customgrad")
   original <- get("vignette_installed", envir = ns)
   unlockBinding("vignette_installed", ns)

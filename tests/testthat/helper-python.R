@@ -32,7 +32,11 @@ first_call_in_fresh_r <- function(..., unset = character(), output = NULL) {
 # with `packages`, it sees that Python's packages through a .pth file, as
 # a keras3 user's environment with Keras and the backends would. Returns
 # the environment's python.
-local_python_env <- function(path, packages = TRUE, .local_envir = parent.frame()) {
+local_python_env <- function(
+  path,
+  packages = TRUE,
+  .local_envir = parent.frame()
+) {
   python <- reticulate::py_config()$python
   status <- system2(python, c("-m", "venv", "--without-pip", shQuote(path)))
   if (!identical(status, 0L)) {

@@ -90,17 +90,27 @@ test_that("customgrad_config() reports the GPUs each backend sees (a fake GPU pa
 test_that("customgrad_config() says why its Python was chosen", {
   reason <- customgrad:::python_reason
   expect_match(
-    reason(list(python = "/home/u/.virtualenvs/r-keras/bin/python", forced = "import(\"keras\")")),
+    reason(list(
+      python = "/home/u/.virtualenvs/r-keras/bin/python",
+      forced = "import(\"keras\")"
+    )),
     "keras3 (its r-keras environment",
     fixed = TRUE
   )
   expect_match(
-    reason(list(python = "C:\\Users\\u\\Documents\\.virtualenvs\\r-keras\\Scripts\\python.exe", forced = "import(\"keras\")")),
+    reason(list(
+      python = "C:\\Users\\u\\Documents\\.virtualenvs\\r-keras\\Scripts\\python.exe",
+      forced = "import(\"keras\")"
+    )),
     "r-keras",
     fixed = TRUE
   )
   expect_match(
-    reason(list(python = "/cache/uv/env/bin/python", forced = "py_require()", ephemeral = TRUE)),
+    reason(list(
+      python = "/cache/uv/env/bin/python",
+      forced = "py_require()",
+      ephemeral = TRUE
+    )),
     "provisioned it",
     fixed = TRUE
   )

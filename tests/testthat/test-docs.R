@@ -18,8 +18,16 @@ test_that("the vignettes are installed with the package", {
 
 test_that("a pointer to a vignette runs as printed where vignettes were built", {
   local_vignettes_installed(TRUE)
-  hint <- customgrad:::docs_hint("troubleshooting", "A model that won't reload", "layer_custom_gradient")
-  expect_match(hint, "vignette(\"troubleshooting\", package = \"customgrad\")", fixed = TRUE)
+  hint <- customgrad:::docs_hint(
+    "troubleshooting",
+    "A model that won't reload",
+    "layer_custom_gradient"
+  )
+  expect_match(
+    hint,
+    "vignette(\"troubleshooting\", package = \"customgrad\")",
+    fixed = TRUE
+  )
   expect_match(hint, "A model that won't reload", fixed = TRUE)
   code <- regmatches(hint, regexpr("vignette\\([^)]*\\)", hint))
   expect_s3_class(eval(parse(text = code)), "vignette")
@@ -27,7 +35,11 @@ test_that("a pointer to a vignette runs as printed where vignettes were built", 
 
 test_that("without built vignettes, a pointer names the help page and the site's article", {
   local_vignettes_installed(FALSE)
-  hint <- customgrad:::docs_hint("troubleshooting", "A model that won't reload", "layer_custom_gradient")
+  hint <- customgrad:::docs_hint(
+    "troubleshooting",
+    "A model that won't reload",
+    "layer_custom_gradient"
+  )
   expect_false(grepl("vignette(", hint, fixed = TRUE))
   expect_match(hint, "?layer_custom_gradient", fixed = TRUE)
   expect_match(hint, "articles/troubleshooting.html", fixed = TRUE)

@@ -82,7 +82,9 @@ test_that("customgrad asks py_require() for nothing beyond keras3's packages, on
     callr::r(
       function(attach_customgrad, backend, gpu) {
         library(keras3)
-        if (attach_customgrad) library(customgrad)
+        if (attach_customgrad) {
+          library(customgrad)
+        }
         use_backend(backend, gpu = gpu)
         reticulate::py_require()
       },
@@ -95,7 +97,11 @@ test_that("customgrad asks py_require() for nothing beyond keras3's packages, on
       label <- paste0(backend, ", gpu = ", gpu)
       without <- requirements(FALSE, backend, gpu)
       with <- requirements(TRUE, backend, gpu)
-      expect_identical(sort(with$packages), sort(without$packages), label = label)
+      expect_identical(
+        sort(with$packages),
+        sort(without$packages),
+        label = label
+      )
       expect_true("keras" %in% with$packages, label = label)
       # customgrad adds only its Python range.
       expect_identical(
@@ -108,15 +114,25 @@ test_that("customgrad asks py_require() for nothing beyond keras3's packages, on
   # keras3 asks for GPU builds where asked to (on Linux, here), and
   # customgrad keeps them.
   skip_on_os(c("mac", "windows"))
-  expect_true(any(grepl("^jax\\[cuda", requirements(TRUE, "jax", TRUE)$packages)))
-  expect_true(any(grepl("and-cuda", requirements(TRUE, "tensorflow", TRUE)$packages)))
+  expect_true(any(grepl(
+    "^jax\\[cuda",
+    requirements(TRUE, "jax", TRUE)$packages
+  )))
+  expect_true(any(grepl(
+    "and-cuda",
+    requirements(TRUE, "tensorflow", TRUE)$packages
+  )))
 })
 
 test_that("what customgrad needs from Python is declared alike everywhere", {
   needs <- customgrad:::python_requirements
   system_req <- utils::packageDescription("customgrad")$SystemRequirements
   system_req <- gsub("\\s+", " ", system_req)
-  expect_match(system_req, sprintf("Python (>= %s)", needs$python), fixed = TRUE)
+  expect_match(
+    system_req,
+    sprintf("Python (>= %s)", needs$python),
+    fixed = TRUE
+  )
   expect_match(system_req, sprintf("keras (>= %s)", needs$keras), fixed = TRUE)
   expect_match(
     customgrad:::error_classes[["python_version"]],
@@ -144,7 +160,11 @@ test_that("an old Python or Keras is a classed error that says which", {
     class = "customgrad_error_python_version"
   )
   expect_match(conditionMessage(err), "py_install(\"keras\")", fixed = TRUE)
-  expect_null(customgrad:::check_python_versions(config, NULL, keras = "3.14.0"))
+  expect_null(customgrad:::check_python_versions(
+    config,
+    NULL,
+    keras = "3.14.0"
+  ))
 })
 
 test_that("tensors handed to R are collected once their bytes pass the threshold", {
