@@ -161,7 +161,7 @@ ensure_python_modules <- function(
   check_backend(backend, arg = "KERAS_BACKEND", call = call)
   config <- reticulate::py_config()
   if (length(missing) == 0) {
-    return(check_python_versions(config, call))
+    return(ensure_python_versions(config, call))
   }
   abort_customgrad(
     c(
@@ -176,7 +176,7 @@ ensure_python_modules <- function(
 
 # The Python and Keras in use against python_requirements; run once, when
 # customgrad first starts Python.
-check_python_versions <- function(
+ensure_python_versions <- function(
   config,
   call,
   keras = python_package_version("keras")

@@ -121,7 +121,7 @@ error_triggers <- list(
       python = "/home/me/.virtualenvs/r-keras/bin/python",
       version = "3.12"
     )
-    customgrad:::check_python_versions(config, quote(h(x)), keras = "3.8.0")
+    customgrad:::ensure_python_versions(config, quote(h(x)), keras = "3.8.0")
   },
   na = function() {
     h <- new_doubler()

@@ -150,17 +150,17 @@ test_that("what customgrad needs from Python is declared alike everywhere", {
 test_that("an old Python or Keras is a classed error that says which", {
   config <- list(python = "/envs/old/bin/python", version = "3.9")
   expect_error(
-    customgrad:::check_python_versions(config, NULL, keras = "3.15.1"),
+    customgrad:::ensure_python_versions(config, NULL, keras = "3.15.1"),
     "Python 3.9, Keras 3.15.1",
     class = "customgrad_error_python_version"
   )
   config$version <- "3.11"
   err <- expect_error(
-    customgrad:::check_python_versions(config, NULL, keras = "3.13.2"),
+    customgrad:::ensure_python_versions(config, NULL, keras = "3.13.2"),
     class = "customgrad_error_python_version"
   )
   expect_match(conditionMessage(err), "py_install(\"keras\")", fixed = TRUE)
-  expect_null(customgrad:::check_python_versions(
+  expect_null(customgrad:::ensure_python_versions(
     config,
     NULL,
     keras = "3.14.0"
