@@ -43,7 +43,6 @@ error_classes <- c(
   trace_read = "Tracing met something a trace can't hold (a value read in R, R's random numbers). It never reaches you: the function falls back to R at every call, with a message giving this reason.",
   symbolic_tensor = "A symbolic tensor's values were read in R outside tracing.",
   unsupported_op = "An R math function has no `keras.ops` equivalent for tensors.",
-  axis_zero = "An axis is 0 or NA; axes are 1-based.",
   wrt = "`wrt` names arguments that are not there.",
   wrt_dtype = "A gradient was asked for with respect to a tensor that is not floating point.",
   not_scalar = "`op_grad()` got a non-scalar value without an `upstream`.",

@@ -11,9 +11,11 @@
 #' the ones to use with customgrad, which adds what keras3 lacks: a custom
 #' gradient that works alike on every backend ([op_custom_gradient()], which
 #' masks keras3's), gradients and checks from R ([op_grad()],
-#' [gradcheck()], [op_compile()]), R methods for JAX and PyTorch tensors
-#' (TensorFlow tensors keep the tensorflow package's), and the functions of
-#' `keras.ops` that keras3 has no wrapper for.
+#' [gradcheck()], [op_compile()]), the ready-made gradient ops and their
+#' layers, and R methods for JAX and PyTorch tensors (TensorFlow tensors
+#' keep the tensorflow package's). A function of `keras.ops` that keras3 has
+#' no wrapper for yet is reached through keras3's handle on the module:
+#' `keras$ops$nansum(x)`.
 #'
 #' customgrad and keras3 use one Python per session, keras3's: customgrad
 #' names no Python of its own. That is `RETICULATE_PYTHON`, a

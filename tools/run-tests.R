@@ -54,20 +54,12 @@ for (backend in backends) {
     ),
     env = paste0("KERAS_BACKEND=", backend)
   )
-  counts <- c(0, 1, 0)
+  counts <- c(0, 1, 0) # no report: pytest did not run
   if (file.exists(junit)) {
-    xml <- paste(readLines(junit, warn = FALSE), collapse = "\n")
-    attr_of <- function(name) {
-      as.numeric(sub(
-        paste0('.*<testsuite [^>]*\\b', name, '="([0-9]+)".*'),
-        "\\1",
-        xml
-      ))
-    }
-    tests <- attr_of("tests")
-    failed <- attr_of("failures") + attr_of("errors")
-    skipped <- attr_of("skipped")
-    counts <- c(tests - failed - skipped, failed, skipped)
+    suite <- xml2::xml_find_first(xml2::read_xml(junit), "//testsuite")
+    n <- function(name) as.numeric(xml2::xml_attr(suite, name))
+    failed <- n("failures") + n("errors")
+    counts <- c(n("tests") - failed - n("skipped"), failed, n("skipped"))
   }
   add(counts, paste("pytest", backend))
 }
