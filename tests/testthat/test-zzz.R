@@ -1,7 +1,7 @@
 # What loading customgrad sets up: TensorFlow's start-up lines silenced,
 # whoever starts Python, unless asked for.
 
-test_that("TensorFlow's start-up lines are silenced, and shown on request", {
+test_that("TensorFlow's start-up lines are silenced", {
   skip_if_no_backend()
   skip_if_no_callr()
   # Everything a fresh R process writes while keras3 (not customgrad)
@@ -29,7 +29,9 @@ test_that("TensorFlow's start-up lines are silenced, and shown on request", {
     "oneDNN|absl::InitializeLog|cpu_feature_guard",
     quiet
   )))
-  expect_true(any(grepl("oneDNN", startup_output(show_log = TRUE))))
+  # No positive control: which start-up lines TensorFlow prints depends on
+  # the CPU (oneDNN's only on some), so "they show without the option"
+  # would hold only on some machines.
 })
 
 test_that("a TensorFlow import that fails still fails, with its error", {
