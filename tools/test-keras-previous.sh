@@ -4,7 +4,7 @@
 # Keras release (the previous minor one) than the pinned one.
 #
 # Its virtual environment holds only that Keras; every other package
-# (backends, NumPy, pytest) comes from customgrad's own environment through
+# (backends, NumPy, pytest) comes from the development environment through
 # a .pth file, which Python reads after the environment's own packages: the
 # two differ in Keras alone, and making it takes seconds.
 # Usage: tools/test-keras-previous.sh KERAS_VERSION ENV_DIR BACKEND...
@@ -29,7 +29,7 @@ keras_version() {
 }
 
 if [[ ! -x $python || $(keras_version) != "$version" ]]; then
-  echo "== making $env_dir (Keras $version over $base_env) =="
+  echo "== making $env_dir (Keras $version over $base_python) =="
   rm -rf "$env_dir"
   "$base_python" -m venv "$env_dir"
   site_packages "$base_python" >"$(site_packages "$python")/customgrad-base.pth"
