@@ -78,9 +78,10 @@ check: setup
 
 # The documentation site in docs/ (not committed): pkgdown builds it with the
 # articles run on TensorFlow (tools/build-site.R), then headless Chromium
-# opens every page (tools/check-site.py, on Debian's Python, which has
-# python3-websocket). pkgdown's front-end libraries come from the npm
-# registry, pinned by tools/site/package-lock.json.
+# opens every page (tools/check-site.py: Selenium and chromedriver, from
+# Debian). pkgdown 2.0 links its front-end libraries from CDNs, which CI
+# can't reach, and Debian packages few of them at pkgdown's versions: they
+# come from the npm registry, pinned by tools/site/package-lock.json.
 site: setup $(SETUP)/site.stamp
 	Rscript tools/build-site.R $(SETUP)/site/node_modules
 	$(MAKE) site-check

@@ -2,7 +2,7 @@
 """Check customgrad's built pkgdown site in a real browser.
 
 Serves the site (docs/ by default) on localhost and opens every page in
-headless Chromium, driven over the Chrome DevTools Protocol. Fails when
+headless Chromium, driven by Selenium. Fails when
 
 * a page logs an error to the console, throws, or fails to load a resource
   (a 404, a blocked file, an integrity hash that does not match);
@@ -12,26 +12,27 @@ headless Chromium, driven over the Chrome DevTools Protocol. Fails when
   than its three plots (the vignettes were not run);
 * the search box does not find op_custom_gradient's reference page.
 
-Needs Debian's chromium and python3-websocket (tools/setup-system.sh); run
-with /usr/bin/python3. Usage: tools/check-site.py [SITE] [--chromium PATH]
+Needs Debian's chromium, chromium-driver and python3-selenium
+(tools/setup-system.sh); run with /usr/bin/python3.
+Usage: tools/check-site.py [SITE] [--chromium PATH] [--chromedriver PATH]
 """
 
 import argparse
 import functools
 import http.server
-import json
 import pathlib
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
-import websocket
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service as ChromeService
+from selenium.common.exceptions import TimeoutException, WebDriverException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 # Flags for a headless Chromium on a closed network: no background
 # connections, no sandbox (CI runs as root), a viewport wide enough for the
@@ -49,7 +50,6 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--disable-extensions",
     "--window-size=1280,1000",
-    "--remote-debugging-port=0",
 ]
 
 # Chromium asks for /favicon.ico by itself where a page names no icon; the
@@ -97,212 +97,65 @@ class Site:
 
 
 class Browser:
-    """Headless Chromium with one page, driven over the DevTools Protocol."""
+    """Headless Chromium with one page, driven by Selenium (Debian's
+    python3-selenium) through Debian's chromedriver."""
 
-    def __init__(self, chromium):
-        self.profile = tempfile.mkdtemp(prefix="customgrad-site-")
-        self.process = subprocess.Popen(
-            [
-                chromium,
-                *CHROMIUM_FLAGS,
-                "--user-data-dir=" + self.profile,
-                "about:blank",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+    def __init__(self, chromium, chromedriver):
+        options = webdriver.ChromeOptions()
+        options.binary_location = chromium
+        for flag in CHROMIUM_FLAGS:
+            options.add_argument(flag)
+        # Console messages, uncaught exceptions and failed loads, at every
+        # level; errors() keeps the severe ones.
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        self.driver = webdriver.Chrome(
+            service=ChromeService(executable_path=chromedriver), options=options
         )
-        self.next_id = 0
-        self.events = []
-        try:
-            port = self._devtools_port()
-            self.socket = websocket.create_connection(
-                self._page_socket_url(port), timeout=30, suppress_origin=True
-            )
-            for domain in ("Page", "Runtime", "Log", "Network"):
-                self.call(domain + ".enable")
-        except BaseException:
-            self.close()
-            raise
+        self.driver.set_script_timeout(30)
+        self.driver.set_page_load_timeout(60)
 
-    def _devtools_port(self):
-        # Chromium writes the port it chose to DevToolsActivePort.
-        port_file = pathlib.Path(self.profile, "DevToolsActivePort")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                status = self.process.returncode
-                raise RuntimeError(f"chromium exited with status {status}")
-            if port_file.exists():
-                lines = port_file.read_text().splitlines()
-                if lines and lines[0].strip():
-                    return int(lines[0])
-            time.sleep(0.1)
-        raise RuntimeError("chromium did not open its DevTools port within 60 s")
+    def open(self, url):
+        """Load a page (until its load event); earlier log entries go."""
+        self.driver.get_log("browser")
+        self.driver.get(url)
 
-    def _page_socket_url(self, port):
-        url = f"http://127.0.0.1:{port}/json/list"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            targets = json.load(response)
-        for target in targets:
-            if target.get("type") == "page":
-                return target["webSocketDebuggerUrl"]
-        raise RuntimeError("chromium has no page to drive")
-
-    def _receive(self, timeout):
-        """One message, or None after `timeout` seconds; events are kept."""
-        self.socket.settimeout(max(timeout, 0.01))
-        try:
-            message = json.loads(self.socket.recv())
-        except websocket.WebSocketTimeoutException:
-            return None
-        if "method" in message:
-            self.events.append(message)
-        return message
-
-    def call(self, method, timeout=30, **params):
-        self.next_id += 1
-        call_id = self.next_id
-        self.socket.send(
-            json.dumps({"id": call_id, "method": method, "params": params})
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = self._receive(deadline - time.monotonic())
-            if message is not None and message.get("id") == call_id:
-                if "error" in message:
-                    error = message["error"].get("message")
-                    raise RuntimeError(f"{method}: {error}")
-                return message.get("result", {})
-        raise RuntimeError(f"{method}: no answer within {timeout} s")
-
-    def wait_for(self, method, timeout=30):
-        """Wait for an event, looking first at those already received."""
-        deadline = time.monotonic() + timeout
-        seen = 0
-        while True:
-            for event in self.events[seen:]:
-                if event["method"] == method:
-                    return event
-            seen = len(self.events)
-            if time.monotonic() >= deadline:
-                raise RuntimeError(f"no {method} within {timeout} s")
-            self._receive(deadline - time.monotonic())
+    def evaluate(self, expression):
+        """The value of a JavaScript expression; a promise is awaited."""
+        return self.driver.execute_script(f"return ({expression});")
 
     def settle(self, seconds):
-        """Keep receiving events for a while (late loads, timers)."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            self._receive(deadline - time.monotonic())
-
-    def evaluate(self, expression, timeout=30):
-        """The value of a JavaScript expression; a promise is awaited."""
-        result = self.call(
-            "Runtime.evaluate",
-            timeout=timeout,
-            expression=expression,
-            returnByValue=True,
-            awaitPromise=True,
-        )
-        if "exceptionDetails" in result:
-            error = describe_exception(result["exceptionDetails"])
-            raise RuntimeError(f"JavaScript failed: {error}")
-        return result["result"].get("value")
-
-    def open(self, url, timeout=60):
-        """Load a page; the events it causes are in self.events."""
-        self.events = []
-        result = self.call("Page.navigate", url=url)
-        if result.get("errorText"):
-            raise RuntimeError(f"{url}: {result['errorText']}")
-        self.wait_for("Page.loadEventFired", timeout)
+        """Let late loads and timers run."""
+        time.sleep(seconds)
 
     def click(self, selector, index=0):
-        """Click the middle of an element a CSS selector finds (the first by
-        default), as a mouse would."""
-        x, y = self.evaluate(
-            f"(() => {{ const element = document.querySelectorAll("
-            f"{json.dumps(selector)})[{index}];"
-            " const r = element.getBoundingClientRect();"
-            " return [r.left + r.width / 2, r.top + r.height / 2]; })()"
-        )
-        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
-            self.call(
-                "Input.dispatchMouseEvent",
-                type=kind,
-                x=x,
-                y=y,
-                button="left",
-                clickCount=1,
+        """Click an element a CSS selector finds (the first by default)."""
+        self.driver.find_elements(By.CSS_SELECTOR, selector)[index].click()
+
+    def type(self, selector, text):
+        self.driver.find_element(By.CSS_SELECTOR, selector).send_keys(text)
+
+    def wait_for_page(self, path, timeout=30):
+        """Wait until the location ends with `path` and the page has loaded."""
+        WebDriverWait(self.driver, timeout).until(
+            lambda driver: driver.execute_script(
+                "return location.pathname.endsWith(arguments[0])"
+                " && document.readyState === 'complete';",
+                path,
             )
+        )
 
     def errors(self):
-        """What went wrong on the page: console errors, uncaught exceptions,
-        failed loads."""
-        requests = {}
-        found = []
-        for event in self.events:
-            method, params = event["method"], event["params"]
-            if event_url(event, requests).endswith(BROWSER_OWN_REQUESTS):
-                continue
-            if method == "Network.requestWillBeSent":
-                requests[params["requestId"]] = params["request"]["url"]
-            elif method == "Runtime.exceptionThrown":
-                found.append(
-                    "uncaught: " + describe_exception(params["exceptionDetails"])
-                )
-            elif method == "Runtime.consoleAPICalled" and params["type"] in (
-                "error",
-                "assert",
-            ):
-                text = " ".join(
-                    str(arg.get("value", arg.get("description", "")))
-                    for arg in params["args"]
-                )
-                found.append(f"console.{params['type']}: {text}")
-            elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
-                entry = params["entry"]
-                url = entry.get("url", "")
-                found.append(f"{entry['source']}: {entry['text']} {url}")
-            elif method == "Network.loadingFailed" and not params.get("canceled"):
-                url = requests.get(params["requestId"], "?")
-                found.append(f"failed to load {url}: {params['errorText']}")
-            elif (
-                method == "Network.responseReceived"
-                and params["response"]["status"] >= 400
-            ):
-                response = params["response"]
-                found.append(f"HTTP {response['status']} for {response['url']}")
-        return found
+        """What went wrong on the page since it was opened: console errors,
+        uncaught exceptions, failed loads (Chromium logs each as SEVERE)."""
+        return [
+            entry["message"]
+            for entry in self.driver.get_log("browser")
+            if entry["level"] == "SEVERE"
+            and not any(own in entry["message"] for own in BROWSER_OWN_REQUESTS)
+        ]
 
     def close(self):
-        socket = getattr(self, "socket", None)
-        if socket is not None:
-            socket.close()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        shutil.rmtree(self.profile, ignore_errors=True)
-
-
-def event_url(event, requests):
-    """The URL an event is about, if any."""
-    params = event["params"]
-    if event["method"] == "Log.entryAdded":
-        return params["entry"].get("url", "")
-    if event["method"] == "Network.responseReceived":
-        return params["response"]["url"]
-    if event["method"] == "Network.loadingFailed":
-        return requests.get(params["requestId"], "")
-    return ""
-
-
-def describe_exception(details):
-    exception = details.get("exception") or {}
-    return exception.get("description") or details.get("text", "exception")
+        self.driver.quit()
 
 
 # Waits for MathJax, where a page loads it, to typeset; then reports what the
@@ -349,8 +202,8 @@ def check_pages(browser, site):
             browser.open(url)
             report = browser.evaluate(PAGE_REPORT)
             browser.settle(0.2)
-        except RuntimeError as error:
-            problems.append(f"{page}: {error}")
+        except WebDriverException as error:
+            problems.append(f"{page}: {error.msg}")
             continue
         reports[page] = report
         problems += [f"{page}: {error}" for error in browser.errors()]
@@ -410,7 +263,7 @@ def check_search(browser, site):
         if time.monotonic() > deadline:
             return ["search: the index did not load within 20 s"]
         time.sleep(0.1)
-    browser.call("Input.insertText", text=SEARCH_QUERY)
+    browser.type("#search-input", SEARCH_QUERY)
     suggestions = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -429,16 +282,13 @@ def check_search(browser, site):
     if not hits:
         got = ", ".join(suggestions)
         return [f"search: no suggestion leads to {SEARCH_TARGET}; got {got}"]
-    browser.events = []
     browser.click(".aa-suggestion", hits[0])
-    browser.wait_for("Page.loadEventFired")
-    location = browser.evaluate("location.pathname")
-    problems = [f"search: {error}" for error in browser.errors()]
-    if not location.endswith("/" + SEARCH_TARGET):
-        problems.append(
-            f"search: the suggestion opened {location}, not {SEARCH_TARGET}"
-        )
-    return problems
+    try:
+        browser.wait_for_page("/" + SEARCH_TARGET)
+    except TimeoutException:
+        location = browser.evaluate("location.pathname")
+        return [f"search: the suggestion opened {location}, not {SEARCH_TARGET}"]
+    return [f"search: {error}" for error in browser.errors()]
 
 
 def main():
@@ -449,12 +299,17 @@ def main():
     parser.add_argument(
         "--chromium", default="/usr/bin/chromium", help="the browser to drive"
     )
+    parser.add_argument(
+        "--chromedriver",
+        default="/usr/bin/chromedriver",
+        help="the WebDriver server for that browser",
+    )
     args = parser.parse_args()
 
     if not pathlib.Path(args.site, "index.html").exists():
         sys.exit(f"check-site: no site in {args.site}: run `make site`")
     site = Site(args.site)
-    browser = Browser(args.chromium)
+    browser = Browser(args.chromium, args.chromedriver)
     try:
         problems, reports = check_pages(browser, site)
         problems += check_links(site, reports)

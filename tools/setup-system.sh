@@ -21,7 +21,7 @@ packages=(
   r-cran-fastmap r-cran-glue
   # the documentation site (`make site`): pkgdown, the MathJax its pages
   # load, and the headless browser that checks them, with its Python client
-  r-cran-pkgdown libjs-mathjax chromium python3-websocket
+  r-cran-pkgdown libjs-mathjax chromium chromium-driver python3-selenium
 )
 
 missing=()
