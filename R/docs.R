@@ -1,7 +1,7 @@
 # Pointers to customgrad's documentation from messages. A package installed
 # from a checkout (`R CMD INSTALL .`, `remotes::install_local()`) has no
 # built vignettes, and vignette() would say "not found": then the pointer
-# names the help page, and the article as the documentation site titles it.
+# names the help page, and the article's page on the documentation site.
 
 # One `i` line for a message: where `section` of `vignette` is explained.
 # `topic`: the help page that covers the same ground.

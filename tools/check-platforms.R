@@ -94,6 +94,8 @@ resolve <- function(packages, target, python) {
     c(
       "pip",
       "compile",
+      # Else uv tries to download each target Python it doesn't have, and
+      # waits seconds for every refusal offline; resolving needs none.
       "--no-python-downloads",
       "--quiet",
       "--no-header",
@@ -115,10 +117,8 @@ resolve <- function(packages, target, python) {
 cuda_or_cpu_only <- "^(nvidia-|tensorflow-cpu|.*cuda)"
 counts <- c(passed = 0, failed = 0, skipped = 0)
 report <- function(ok, what, detail = "") {
-  counts[[if (ok) "passed" else "failed"]] <<- counts[[
-    if (ok) "passed" else "failed"
-  ]] +
-    1
+  key <- if (ok) "passed" else "failed"
+  counts[[key]] <<- counts[[key]] + 1
   cat(sprintf("%s %s%s\n", if (ok) "ok  " else "FAIL", what, detail))
 }
 pinned <- function(lines, names) {
