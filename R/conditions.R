@@ -447,7 +447,7 @@ with_backend_errors <- function(expr, what, args) {
 abort_backend_error <- function(cnd, what, args) {
   labels <- names(args) %||% character(length(args))
   labels[!nzchar(labels)] <- paste0("..", which(!nzchar(labels)))
-  described <- vapply(args, describe_argument, "")
+  described <- vapply(args, describe_object, "")
   arguments <- paste0("`", labels, "` = ", described)
   names(arguments) <- rep("*", length(arguments))
   abort_customgrad(
@@ -472,28 +472,6 @@ abort_backend_error <- function(cnd, what, args) {
       c("python.builtin.object", "error", "condition")
     )
   )
-}
-
-# "a float32 tensor of shape (2, 3)", or describe_object()'s words.
-describe_argument <- function(x) {
-  if (inherits(x, "python.builtin.object")) {
-    described <- tryCatch(
-      sprintf(
-        "a %s tensor of shape (%s)",
-        tensor_dtype(x),
-        paste(
-          ifelse(is.na(tensor_shape(x)), "?", tensor_shape(x)),
-          collapse = ", "
-        )
-      ),
-      error = function(e) NULL
-    )
-    return(described %||% describe_object(x))
-  }
-  if (is.character(x) && length(x) == 1L) {
-    return(sprintf("a string (\"%s\")", x))
-  }
-  describe_object(x)
 }
 
 # The backend's classes among those of a customgrad_error_f or _grad that

@@ -206,7 +206,7 @@ check_coordinator <- function(
     abort_customgrad(
       c(
         "{.arg coordinator} must be {.val host:port}.",
-        "x" = "It is {describe_object(x)}{if (is.character(x) && length(x) == 1) paste0(': ', encodeString(x, quote = '\"')) else ''}.",
+        "x" = "It is {describe_object(x)}.",
         "i" = "Give the address of process 0 and a free port, such as {.val 10.0.0.1:12355}."
       ),
       class = "bad_argument",

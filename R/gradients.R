@@ -340,15 +340,3 @@ has_one_element <- function(x) {
   all(is.na(d) | d == 1L)
 }
 
-# "a tensor of shape (2, 3)", "a list of 2 tensors".
-describe_value <- function(x) {
-  if (inherits(x, "python.builtin.object")) {
-    d <- tryCatch(tensor_shape(x), error = function(cnd) NULL)
-    shape <- paste(ifelse(is.na(d), "?", d), collapse = ", ")
-    return(paste0("a tensor of shape (", shape, ")"))
-  }
-  if (is.list(x)) {
-    return(paste0("a list of ", length(x)))
-  }
-  describe_object(x)
-}
