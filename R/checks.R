@@ -24,7 +24,12 @@ describe_object <- function(x) {
   }
   what <- cli::format_inline("{.obj_type_friendly {x}}")
   if ((is.numeric(x) || is.character(x)) && length(x) == 1L) {
-    what <- paste0(what, " (", encodeString(format(x), quote = if (is.character(x)) "\"" else ""), ")")
+    what <- paste0(
+      what,
+      " (",
+      encodeString(format(x), quote = if (is.character(x)) "\"" else ""),
+      ")"
+    )
   }
   what
 }
@@ -45,12 +50,21 @@ abort_argument <- function(x, must, class, arg, call, hint = NULL) {
 # An rlang checker's error, with customgrad's classes in front.
 with_customgrad_class <- function(expr, class) {
   withCallingHandlers(expr, rlang_error = function(cnd) {
-    class(cnd) <- c(paste0("customgrad_error_", class), "customgrad_error", class(cnd))
+    class(cnd) <- c(
+      paste0("customgrad_error_", class),
+      "customgrad_error",
+      class(cnd)
+    )
     stop(cnd)
   })
 }
 
-check_function <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_function <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (!is.function(x)) {
     abort_argument(x, "a function", "not_function", arg, call)
   }
@@ -58,7 +72,12 @@ check_function <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::cal
 }
 
 # rlang's message (with its "Did you mean"), customgrad's classes.
-check_backend <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_backend <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   with_customgrad_class(
     rlang::arg_match0(x, backend_names, arg_nm = arg, error_call = call),
     "backend_unknown"
@@ -67,57 +86,140 @@ check_backend <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::call
 
 # An argument without a default that the caller left out (R would say so
 # only where it is first used, inside customgrad).
-check_required <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_required <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   with_customgrad_class(
     rlang::check_required(x, arg = arg, call = call),
     "bad_argument"
   )
 }
 
-check_trace <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_trace <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (!isTRUE(x) && !isFALSE(x) && !identical(x, "strict")) {
-    abort_argument(x, "{.code TRUE}, {.code FALSE} or {.val strict}", "trace_arg", arg, call)
+    abort_argument(
+      x,
+      "{.code TRUE}, {.code FALSE} or {.val strict}",
+      "trace_arg",
+      arg,
+      call
+    )
   }
   x
 }
 
-check_bool <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_bool <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (!isTRUE(x) && !isFALSE(x)) {
-    abort_argument(x, "{.code TRUE} or {.code FALSE}", "bad_argument", arg, call)
+    abort_argument(
+      x,
+      "{.code TRUE} or {.code FALSE}",
+      "bad_argument",
+      arg,
+      call
+    )
   }
   invisible(x)
 }
 
 # A finite number greater than `min`, returned as a double; `hint`: an `i`
 # bullet.
-check_number <- function(x, min = -Inf, ..., hint = NULL, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_number <- function(
+  x,
+  min = -Inf,
+  ...,
+  hint = NULL,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (!(is.numeric(x) && length(x) == 1 && is.finite(x) && x > min)) {
     above <- if (is.finite(min)) paste(" greater than", min) else ""
-    abort_argument(x, paste0("a finite number", above), "bad_argument", arg, call, hint)
+    abort_argument(
+      x,
+      paste0("a finite number", above),
+      "bad_argument",
+      arg,
+      call,
+      hint
+    )
   }
   as.double(x)
 }
 
-check_tolerance <- function(x, zero = FALSE, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
-  ok <- is.numeric(x) && length(x) == 1 && is.finite(x) && (x > 0 || (zero && x == 0))
+check_tolerance <- function(
+  x,
+  zero = FALSE,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  ok <- is.numeric(x) &&
+    length(x) == 1 &&
+    is.finite(x) &&
+    (x > 0 || (zero && x == 0))
   if (!ok) {
-    abort_argument(x, if (zero) "a non-negative number" else "a positive number", "bad_argument", arg, call)
+    abort_argument(
+      x,
+      if (zero) "a non-negative number" else "a positive number",
+      "bad_argument",
+      arg,
+      call
+    )
   }
   invisible(x)
 }
 
 # A whole number, `from` or more (a count, or an id from 0).
-check_count <- function(x, from = 1L, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_count <- function(
+  x,
+  from = 1L,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (!(rlang::is_scalar_integerish(x, finite = TRUE) && x >= from)) {
-    abort_argument(x, paste0("a whole number, ", from, " or more"), "bad_argument", arg, call)
+    abort_argument(
+      x,
+      paste0("a whole number, ", from, " or more"),
+      "bad_argument",
+      arg,
+      call
+    )
   }
   invisible(x)
 }
 
-check_wrt <- function(x, f, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
-  ok <- rlang::is_integerish(x, finite = TRUE) && length(x) > 0 && all(x >= 1) && !anyDuplicated(x)
+check_wrt <- function(
+  x,
+  f,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  ok <- rlang::is_integerish(x, finite = TRUE) &&
+    length(x) > 0 &&
+    all(x >= 1) &&
+    !anyDuplicated(x)
   if (!ok) {
-    abort_argument(x, "argument positions: distinct whole numbers from 1", "wrt", arg, call)
+    abort_argument(
+      x,
+      "argument positions: distinct whole numbers from 1",
+      "wrt",
+      arg,
+      call
+    )
   }
   fmls <- names(transform_formals(f))
   if (!"..." %in% fmls && max(x) > length(fmls)) {
@@ -134,14 +236,30 @@ check_wrt <- function(x, f, ..., arg = rlang::caller_arg(x), call = rlang::calle
 }
 
 # Tensors, R numbers and arrays, or nested lists of them.
-check_tensor_tree <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_tensor_tree <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (!is.null(x) && !is_tensor_tree(x)) {
-    abort_argument(x, "a tensor, an R number or array, or a list of them", "input", arg, call)
+    abort_argument(
+      x,
+      "a tensor, an R number or array, or a list of them",
+      "input",
+      arg,
+      call
+    )
   }
   invisible(x)
 }
 
-check_scalar_value <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_scalar_value <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (has_one_element(x)) {
     return(invisible(x))
   }
@@ -156,8 +274,15 @@ check_scalar_value <- function(x, ..., arg = rlang::caller_arg(x), call = rlang:
   )
 }
 
-check_custom_gradient_result <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
-  is_pair <- is.list(x) && !inherits(x, "python.builtin.object") && length(x) == 2L
+check_custom_gradient_result <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  is_pair <- is.list(x) &&
+    !inherits(x, "python.builtin.object") &&
+    length(x) == 2L
   if (!is_pair) {
     abort_customgrad(
       c(
@@ -207,7 +332,13 @@ holds_value <- function(x) {
 
 # R values reach tensors without NA: a tensor has no NA, and reticulate
 # would make a logical NA `True`. NaN is a floating-point value and passes.
-check_no_na <- function(x, ..., what = "Argument {.arg {arg}}", arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_no_na <- function(
+  x,
+  ...,
+  what = "Argument {.arg {arg}}",
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (is.atomic(x) && anyNA(x) && !(is.double(x) && all(is.nan(x[is.na(x)])))) {
     abort_customgrad(
       c(
@@ -224,7 +355,12 @@ check_no_na <- function(x, ..., what = "Argument {.arg {arg}}", arg = rlang::cal
 # A backend that gives `variables` (TensorFlow) gives them only to a
 # gradient function that runs at backward time: a traced grad can't return
 # variable gradients. The adapter says whether it does.
-check_traceable_grad <- function(x, ..., arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_traceable_grad <- function(
+  x,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   if (x$variables && customgrad_py()$grad_gets_variables()) {
     abort_customgrad(
       "Its gradient function takes {.arg variables}, which TensorFlow gives only to a gradient function that R runs.",
@@ -236,7 +372,13 @@ check_traceable_grad <- function(x, ..., arg = rlang::caller_arg(x), call = rlan
 
 # The converted elements of a list argument (as_input()): all values, or
 # all options.
-check_no_mixed_options <- function(x, ..., what = "Argument {.arg {arg}}", arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+check_no_mixed_options <- function(
+  x,
+  ...,
+  what = "Argument {.arg {arg}}",
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
   options <- vapply(x, inherits, TRUE, "customgrad_static")
   if (any(options) && !all(options)) {
     abort_customgrad(

@@ -339,4 +339,3 @@ has_one_element <- function(x) {
   d <- tryCatch(tensor_shape(x), error = function(cnd) NULL)
   all(is.na(d) | d == 1L)
 }
-
