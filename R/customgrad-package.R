@@ -112,21 +112,45 @@
 #' devices before the backend starts; `vignette("training")`, "When one
 #' machine is not enough", has the recipe.
 #'
+#' @section What customgrad changes in the process:
+#' Nothing in the R or Python process is changed by loading customgrad,
+#' except as follows, each for the reason given:
+#' * Once Keras is imported, reticulate's [reticulate::py_register_load_hook()]
+#'   imports customgrad's layer module and registers its layer class with
+#'   Keras, so that `load_model()` finds saved custom-gradient layers in a
+#'   fresh session. No import hook of customgrad's own is installed.
+#' * While a backend runs R code (a custom gradient's `f` or `grad` called
+#'   from Python), R's interrupts and time limits are held, by setting R's
+#'   own `R_interrupts_suspended` flag as [suspendInterrupts()] does, and
+#'   raised when the R code returns. Without it, an interrupt taken while
+#'   reticulate's C++ runs R skips the release of Python's lock: the
+#'   session hangs or crashes (the interrupt and `setTimeLimit()` tests in
+#'   `tests/testthat/test-custom-gradient-interrupts.R` show it). A thread
+#'   lets the hold go if the R code runs longer than half a second, so that
+#'   Esc or Ctrl+C stops a long `grad` as anywhere else in R. The thread
+#'   runs only while R code is called from a backend.
+#' * `options(customgrad.freeze_imports = TRUE)` (off by default) freezes
+#'   Python's objects out of its cyclic collector: see "Options".
+#' * [use_distributed()] sets up the processes and devices it is asked
+#'   for before the backend starts, with an import hook for the backend's
+#'   module; nothing of it happens unless it is called.
+#' TensorFlow's start-up lines are printed as TensorFlow prints them; set
+#' the environment variable `TF_CPP_MIN_LOG_LEVEL` to `"2"` before Python
+#' starts to hide them, as for any keras3 session.
+#'
 #' @section Options:
 #' * `customgrad.gc_threshold_mb`: see "Memory" above.
-#' * `customgrad.freeze_imports`: `FALSE` leaves out the freezing of what
-#'   Keras' import made (its modules, classes and functions, and its
-#'   backend's) out of Python's cyclic garbage collector (`gc.freeze()`).
-#'   By default it is frozen when customgrad sees Keras imported, since a
-#'   full collection that walks those objects costs ~190 ms and tensors R
-#'   holds make such collections frequent in eager loops (~15 us of each
-#'   call at n = 1, ~3 us frozen). Set it before Python starts.
+#' * `customgrad.freeze_imports`: `TRUE` (set before Keras is imported)
+#'   freezes what Python holds once Keras is imported (Keras' and its
+#'   backend's modules, classes and functions, and anything else alive)
+#'   out of Python's cyclic garbage collector, with `gc.freeze()`. A full
+#'   collection walks those objects (~190 ms with PyTorch), and tensors R
+#'   holds make full collections frequent in eager loops: measured from R
+#'   on PyTorch at n = 1, Python's collector took ~15 us of each
+#'   custom-gradient call, ~3 us frozen. Off by default, since it changes
+#'   the whole Python process: frozen objects are never collected.
 #' * `customgrad.max_traces`: the most traces one custom-gradient function
 #'   keeps (default 32); see "When R runs" in [op_custom_gradient()].
-#' * `customgrad.tf_startup_log`: `TRUE` shows the lines TensorFlow's C++
-#'   code writes when it is imported (oneDNN, CPU features, absl); by
-#'   default customgrad silences them, whoever imports TensorFlow. Set it
-#'   before Python starts. TensorFlow's later messages are not affected.
 #' * `customgrad.print_max`: the most elements a JAX or PyTorch tensor
 #'   prints in full (default 200), when they fit in 20 lines; larger
 #'   tensors print their corners. TensorFlow tensors print as the

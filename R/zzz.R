@@ -11,42 +11,24 @@
 
 # Run when Python starts, whoever starts it (keras3 usually).
 on_python_start <- function() {
-  quiet_tensorflow_startup()
-  register_layer_on_keras_start()
+  reticulate::py_register_load_hook("keras", on_keras_import)
 }
 
-# customgrad's layer class is registered with Keras as soon as Keras is
-# imported, so that keras3's load_model() finds it in a fresh session
-# (see _keras_hook.py); R's resolver finds a loaded layer's R function.
-# What Keras' import made is then frozen out of Python's cyclic collector,
-# unless `options(customgrad.freeze_imports = FALSE)` (_keras_hook.py).
+# Once Keras is imported (by keras3, the user or load_model()), customgrad's
+# layer class is registered with it, so that a saved model's layers are
+# found in a fresh session, and R's resolver finds a loaded layer's R
+# function. With `options(customgrad.freeze_imports = TRUE)`, what Python
+# holds then is frozen out of its cyclic collector (see ?customgrad-package).
 # Never fails: without it, only loading saved layers would.
-register_layer_on_keras_start <- function() {
+on_keras_import <- function() {
   tryCatch(
     {
       add_python_path()
-      hook <- reticulate::import("customgrad._keras_hook", convert = TRUE)
-      invisible(hook$install(
-        r_callback(resolve_layer_function),
-        freeze = !isFALSE(getOption("customgrad.freeze_imports"))
-      ))
-    },
-    error = function(cnd) invisible(FALSE)
-  )
-}
-
-# TensorFlow's start-up log lines go unless
-# `options(customgrad.tf_startup_log = TRUE)` (see _quiet.py). Never fails:
-# the lines are noise, not a reason to stop.
-quiet_tensorflow_startup <- function() {
-  if (isTRUE(getOption("customgrad.tf_startup_log"))) {
-    return(invisible(FALSE))
-  }
-  tryCatch(
-    {
-      add_python_path()
-      quiet <- reticulate::import("customgrad._quiet", convert = TRUE)
-      invisible(quiet$install())
+      layers <- reticulate::import("customgrad.layers", convert = TRUE)
+      layers$set_resolver(r_callback(resolve_layer_function))
+      if (isTRUE(getOption("customgrad.freeze_imports"))) {
+        layers$freeze_imported()
+      }
     },
     error = function(cnd) invisible(FALSE)
   )

@@ -1,7 +1,9 @@
 # `make soak`: 20,000 eager forward+backward steps per backend and route,
 # each backend in its own R process (tools/soak-backend.R), then a table of
-# growth between step 2,000 and the end, checked against the bounds below.
-# Not part of `make test`: it takes minutes per backend.
+# growth between step 2,000 and the end, checked against the bounds below;
+# then the tests in tests/soak (user interrupts sent seconds apart) once
+# per backend, each in its own R process. Not part of `make test`: it takes
+# minutes per backend and depends on timing.
 # Usage: Rscript tools/soak.R tensorflow jax torch
 backends <- commandArgs(trailingOnly = TRUE)
 steps <- as.integer(Sys.getenv("CUSTOMGRAD_SOAK_STEPS", "20000"))
@@ -51,6 +53,28 @@ cat(
   paste(names(bounds), "<", bounds, collapse = ", "),
   "\n"
 )
-if (!all(within)) {
+
+failed_suites <- character()
+for (backend in backends) {
+  cat(sprintf("\n== tests/soak on %s ==\n", backend))
+  status <- system2(
+    "Rscript",
+    c(
+      "-e",
+      shQuote(paste0(
+        "testthat::test_dir('tests/soak', package = 'customgrad', ",
+        "load_package = 'installed', stop_on_failure = TRUE)"
+      ))
+    ),
+    env = paste0("KERAS_BACKEND=", backend)
+  )
+  if (status != 0) {
+    failed_suites <- c(failed_suites, backend)
+  }
+}
+if (length(failed_suites) > 0) {
+  cat("tests/soak failed on:", paste(failed_suites, collapse = ", "), "\n")
+}
+if (!all(within) || length(failed_suites) > 0) {
   quit(status = 1)
 }

@@ -88,28 +88,3 @@ test_that("a dropped layer releases what its function captured", {
   reticulate::import("gc")$collect() # Keras layers hold cycles of their own
   expect_captured_released(refs, TRUE)
 })
-
-test_that("500 eager steps on 1e7 elements peak within 2x the memory of Python's loop", {
-  skip_if_no_backend()
-  skip_if_no_callr()
-  skip_on_cran()
-  # Each loop in its own process, run side by side: peak memory is the
-  # process's own, whatever the other one does.
-  python <- start_python_loop(1e7, 500)
-  native <- start_r_loop(1e7, 500, "native")
-  python_mb <- peak_extra_mb(python)
-  native_mb <- peak_extra_mb(native)
-  through_op_grad <- start_r_loop(1e7, 500, "op_grad")
-  op_grad_mb <- peak_extra_mb(through_op_grad)
-  message(sprintf(
-    "peak above baseline, MB: Python %.0f, R %.0f (%.2fx), R op_grad() %.0f (%.2fx)",
-    python_mb,
-    native_mb,
-    native_mb / python_mb,
-    op_grad_mb,
-    op_grad_mb / python_mb
-  ))
-  expect_gt(python_mb, 40) # the loop's tensors are 40 MB each
-  expect_lt(native_mb, 2 * python_mb)
-  expect_lt(op_grad_mb, 2 * python_mb)
-})

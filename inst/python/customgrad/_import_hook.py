@@ -7,8 +7,8 @@ module share one finder and nest, the first registered innermost: a second
 finder would never be asked, as the first one finds the module.  The finder
 stays until the import runs: a lookup without import
 (``importlib.util.find_spec``) must not use it up.  It imports nothing
-heavy: it is installed when R starts Python, before Keras and TensorFlow
-are loaded (``_quiet``, ``_keras_hook``, ``_distributed``).
+heavy: ``_distributed`` installs it when the user asks for a distributed
+run (``use_distributed()``), before Keras and its backend are loaded.
 
 The ``around`` functions run inside the import, before reticulate's import
 hooks (keras3's among them), which run once the outermost import returns.

@@ -92,9 +92,14 @@ def _watch():
     while True:
         _holding.wait()
         time.sleep(_POLL_SECONDS)
-        began = (_holds[-1:] or [None])[0]
-        if began is not None and time.monotonic() - began >= HOLD_SECONDS:
-            # At every poll: R suspends interrupts for its own work (a
-            # garbage collection) and then restores the value it saw, which
-            # may be the hold's.
-            _flags["suspended"].value = 0
+        let_go_if_held_past(time.monotonic())
+
+
+def let_go_if_held_past(now):
+    """Let R take interrupts if the innermost hold began ``HOLD_SECONDS``
+    before ``now``: at every poll, since R suspends interrupts for its own
+    work (a garbage collection) and then restores the value it saw, which
+    may be the hold's."""
+    began = (_holds[-1:] or [None])[0]
+    if began is not None and now - began >= HOLD_SECONDS:
+        _flags["suspended"].value = 0

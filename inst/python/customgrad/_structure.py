@@ -11,6 +11,11 @@ part of the spec's key (a trace is made per value), and packing puts it
 back where it was, for R to replace with the value.  An argument of
 ``f`` that the call did not pass has the marker :data:`MISSING`: it keeps
 the places of the arguments after it, and ``f`` uses its default.
+
+Why not ``keras.tree`` (which the rest of the module uses for outputs): it
+makes a marker a leaf, gives no hashable key for the trace cache, and has
+no spec to write into a saved model's traces (``_saving.py``), which older
+files must still load from.
 """
 
 

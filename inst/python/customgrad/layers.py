@@ -7,7 +7,7 @@ saved traces (``_saving``).  Loading finds the function, in this order:
 
 1. ``custom_objects`` (or Keras' registered objects), by the saved name;
 2. R, when R runs this Python: customgrad's ready-made ops by name, and an
-   R function given in ``custom_objects`` (R's resolver, ``_keras_hook``);
+   R function given in ``custom_objects`` (R's resolver, :func:`set_resolver`);
 3. the saved traces alone, in any process (plain Python included): they
    serve the inputs they were traced for, general ones any batch size.
 
@@ -20,7 +20,7 @@ Importing this module registers the layer with Keras.
 import keras
 import numpy as np
 
-from customgrad import _backend, _bridge, _keras_hook, _saving, _trace
+from customgrad import _backend, _bridge, _saving, _trace
 from customgrad._keras_internals import auto_name
 from customgrad.errors import FunctionNotFoundError, SavedFormatError, find_error
 
@@ -122,11 +122,29 @@ class CustomGradient(keras.Layer):
         return config
 
 
+_resolver = [None]
+
+
+def set_resolver(resolve):
+    """Keep R's callback ``resolve(name, arguments, found)`` (R sets it when
+    Keras is imported; without R there is none)."""
+    _resolver[0] = resolve
+
+
+def freeze_imported():
+    """Leave what Python holds now (Keras and its backend, once imported)
+    out of its cyclic collections: R's opt-in, see ?customgrad-package."""
+    import gc
+
+    gc.collect()  # only live objects go
+    gc.freeze()
+
+
 def _find_function(name, arguments, traces, layer):
     found = _registered(name) if name else None
     if found is not None and hasattr(found, "core"):
         return found
-    resolve = _keras_hook.resolver()
+    resolve = _resolver[0]
     if resolve is not None and name:
         resolved = _bridge.call_r(resolve, name, arguments, found, count=False)
         if resolved is not None:

@@ -80,22 +80,26 @@ def test_an_interrupt_wins_over_an_error_in_flight(r_flags):
     assert isinstance(caught.value.__context__, ValueError)
 
 
-def test_a_long_call_is_let_go_and_a_short_one_is_not(r_flags, monkeypatch):
+def test_a_long_call_is_let_go_and_a_short_one_is_not(r_flags):
     suspended, _ = r_flags
-    monkeypatch.setattr(_interrupts, "HOLD_SECONDS", 0.2)
     seen = []
 
     def long_call():
-        time.sleep(0.5)
+        # The watchdog's poll, as if half a second had passed.
+        _interrupts.let_go_if_held_past(time.monotonic() + _interrupts.HOLD_SECONDS)
         seen.append(suspended.value)
         # R's garbage collector suspends interrupts and restores what it
-        # saw: the hold, if it saw it.
+        # saw: the hold, if it saw it; the next poll lets go again.
         suspended.value = 1
-        time.sleep(0.5)
+        _interrupts.let_go_if_held_past(time.monotonic() + _interrupts.HOLD_SECONDS)
+        seen.append(suspended.value)
+
+    def short_call():
+        _interrupts.let_go_if_held_past(time.monotonic())
         seen.append(suspended.value)
 
     _bridge.call_r(long_call)
-    _bridge.call_r(lambda: seen.append(suspended.value))
+    _bridge.call_r(short_call)
     assert seen == [0, 0, 1]
     assert suspended.value == 0
 

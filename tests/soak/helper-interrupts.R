@@ -1,17 +1,14 @@
-# Helpers for the SIGINT tests in test-custom-gradient-interrupts.R: a
-# child R session (a SIGINT to this process would stop testthat itself)
-# and a run of a function there that receives interrupts.
+# Helpers for the SIGINT tests in test-interrupts.R: a child R session (a
+# SIGINT to this process would stop testthat itself) and a run of a
+# function there that receives interrupts.
 
-# A child session for a SIGINT test, killed when the test ends; the test
-# is skipped where a backend or callr is missing, and on CRAN.
+# A child session for a SIGINT test, on the backend of this process
+# (KERAS_BACKEND), killed when the test ends.
 local_child_session <- function(frame = parent.frame()) {
-  skip_if_no_backend()
-  skip_if_no_callr()
-  skip_on_cran()
   session <- callr::r_session$new(
     callr::r_session_options(
       libpath = .libPaths(),
-      env = c(callr::rcmd_safe_env(), KERAS_BACKEND = config_backend())
+      env = c(callr::rcmd_safe_env(), KERAS_BACKEND = Sys.getenv("KERAS_BACKEND"))
     ),
     wait_timeout = 120000
   )
