@@ -23,7 +23,10 @@ describe_object <- function(x) {
     }
   }
   what <- cli::format_inline("{.obj_type_friendly {x}}")
-  if ((is.numeric(x) || is.character(x)) && length(x) == 1L) {
+  is_list <- is.list(x) && !is.data.frame(x) && length(x) > 0L
+  if (is_list || is.atomic(x) && length(x) > 1L) {
+    what <- paste(what, "of length", length(x))
+  } else if ((is.numeric(x) || is.character(x)) && length(x) == 1L) {
     what <- paste0(
       what,
       " (",

@@ -62,40 +62,19 @@
 #' the result is the same.
 #'
 #' @section Memory:
-#' What R holds: every tensor an R variable or temporary refers to (the
-#' values and gradients your code gets, keras3's `op_*()` results). When it
-#' is released: only when R's garbage collector runs, since R does not know
-#' how big a tensor is. So customgrad runs a minor `gc()` (a few ms, plus
-#' freeing the tensors it releases, which a Python loop does as it drops
-#' them: ~16 ms in all on JAX every ~38 steps of a loop over 1e6-element
-#' tensors) at the start of a custom-gradient call once, since the last
-#' collection, either
-#' the tensors it handed to R (values and gradients passed to and from
-#' custom-gradient functions) or the process's memory (on Linux: glibc's
-#' bytes in use, TensorFlow's allocator's count and the resident set; this
-#' covers the tensors your code gets from keras3 and the backends) grew
-#' past the threshold, `getOption("customgrad.gc_threshold_mb", 64)`
-#' megabytes to begin with (the bytes handed to R also at once past four
-#' times that).
-#'
-#' What it costs: a minor collection keeps what the R code running at that
-#' moment receives afterwards (about one step's value and gradient in a
-#' loop) until one of R's less frequent collections: R makes every 21st
-#' collection a level-1 one, which releases it, and every 126th a full one
-#' (~135 ms in an R session with Keras). So a loop keeps up to about 20
-#' collections' worth of results. When a minor collection kept more than
-#' half of `customgrad.gc_threshold_mb` of the memory in use since the
-#' collection before (tensors of ten million elements: every collection),
-#' or memory in use has grown eight times that option since the last full
-#' collection, customgrad runs a full `gc()` at once. Like R's own heap
-#' limits, the threshold adapts: it doubles after each collection that
-#' needed no full one, up to four times the option, and is back at the
-#' option after a full one. An eager loop over 1e7-element tensors then
-#' peaks within 2x the memory of the same loop in Python; one over
-#' 1e6-element tensors runs a collection every 30-40 steps and rarely a
-#' full one (at R's own schedule), for up to about 1 GB more than Python. A
-#' lower threshold holds less memory for more collections. Set the option
-#' before the first customgrad call.
+#' R holds a tensor until its garbage collector runs, and R does not know
+#' a tensor's size. So customgrad runs a minor `gc()` (a few ms) at the
+#' start of a custom-gradient call once, since the last collection, the
+#' tensors it handed to R or the process's memory (on Linux: glibc's bytes
+#' in use, TensorFlow's allocator and the resident set) grew past
+#' `getOption("customgrad.gc_threshold_mb", 64)` megabytes; a full one
+#' when a minor one kept more than half the threshold, or memory grew by
+#' eight times the option since the last full one. The threshold doubles after
+#' each collection that needed no full one, up to four times the option.
+#' An eager loop over 1e7-element tensors then peaks within about 2x the
+#' memory of the same loop in Python (`make bench` measures it); a lower
+#' threshold holds less for more collections. Set the option before the
+#' first customgrad call.
 #'
 #' A custom-gradient function holds what its `f` captured until it is
 #' dropped: then R's garbage collector releases it, with the Python

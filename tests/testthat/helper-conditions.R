@@ -21,9 +21,11 @@ new_doubler <- function() {
 # functions are named, as in users' code, so that errors can name the call.
 error_triggers <- list(
   not_function = function() op_custom_gradient(1),
+  # float32 inputs where the message names the dtype: R numbers become
+  # float64 tensors on TensorFlow only.
   f_result = function() {
     h <- op_custom_gradient(function(x) x * 2)
-    h(1)
+    h(op_convert_to_tensor(1, "float32"))
   },
   grad_not_function = function() {
     h <- op_custom_gradient(function(x) tuple(x, 1))
@@ -74,7 +76,7 @@ error_triggers <- list(
   },
   not_scalar = function() {
     g <- op_grad(function(x) x * 2)
-    g(c(1, 2))
+    g(op_convert_to_tensor(c(1, 2), "float32"))
   },
   upstream = function() {
     g <- op_grad(function(x) x * 2, upstream = c(1, 2, 3))

@@ -3,7 +3,15 @@
 
 test_that("describe_object() says what a value is, briefly", {
   expect_identical(customgrad:::describe_object(NULL), "NULL")
-  expect_identical(customgrad:::describe_object(1:3), "an integer vector")
+  expect_identical(
+    customgrad:::describe_object(1:3),
+    "an integer vector of length 3"
+  )
+  expect_identical(
+    customgrad:::describe_object(list(1, 2, 3)),
+    "a list of length 3"
+  )
+  expect_identical(customgrad:::describe_object(list()), "an empty list")
   expect_identical(customgrad:::describe_object(2.5), "a number (2.5)")
   expect_identical(customgrad:::describe_object("a"), 'a string ("a")')
   expect_identical(customgrad:::describe_object(function(x) x), "a function")

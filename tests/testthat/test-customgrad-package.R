@@ -7,11 +7,11 @@ test_that("every customgrad.* option the code reads is documented", {
     obj <- get(name, envir = ns)
     if (is.function(obj)) deparse(obj) else character()
   }))
-  read <- unique(unlist(regmatches(
+  calls <- unlist(regmatches(
     code,
-    gregexpr("customgrad\\.[a-z][a-z_]*", code)
-  )))
-  read <- setdiff(read, "customgrad.errors") # a Python module name
+    gregexpr("getOption\\(\"customgrad\\.[a-z_]+", code)
+  ))
+  read <- unique(sub("getOption(\"", "", calls, fixed = TRUE))
   expect_gt(length(read), 2)
   rd <- tools::Rd_db("customgrad")[["customgrad-package.Rd"]]
   help_text <- paste(
