@@ -1,65 +1,92 @@
-# An eager loop of customgrad steps in its own R process (bench-backend.R
-# runs it, and reference.py's eager_loop_peak() for Python): the README's
-# log1pexp, `steps` gradients of sum(log1pexp(x)) on n float32 elements,
-# the loop holding each step's gradient as users write it
-# (tests/testthat/eager-loop.R routes "native" and "op_grad").
-# Prints one line: the peak resident memory above the resident set after
-# three steps on 4 elements (imports, traces), in MB; seconds per step;
-# R's collections during the loop by level (0, 1, 2 = full), counted from
-# R's own report (gcinfo()); the seconds R spent collecting (gc.time()); the
-# collections customgrad asked for (all, full); and the seconds those took,
-# the finalizers they ran included (the release of the Python objects R
-# held, which gc.time() leaves out).
-# Usage: KERAS_BACKEND=torch Rscript bench/loop.R N STEPS ROUTE [WARMUP]
+# One R loop of `make bench` (bench/run.R), alone in this process, timed
+# whole: every collection and finalizer R runs falls inside it. Steps of
+# sum(log1pexp(x)) forward and backward on N float32 elements, through
+#  - "native":  the backend's own gradient around the README's log1pexp
+#               (a tape, jax$grad(), backward(): tests/testthat/eager-loop.R),
+#  - "op_grad": customgrad's op_grad(function(x) op_sum(log1pexp(x))),
+#  - "floor":   the "native" harness around log1pexp written in Python
+#               (bench/reference.py): what R-driven steps can't beat;
+# or "fit": keras3's fit() of reference.py's MLP with the README's log1pexp
+# in its Lambda layers, EPOCHS epochs.
+# Prints the line reference.py's report() prints, so that run.R reads R
+# and Python alike; bench::mark() times each step (no warm-up, no filtering
+# of steps with a collection).
+# Usage: KERAS_BACKEND=jax Rscript bench/loop.R ROUTE N STEPS
+#        KERAS_BACKEND=jax Rscript bench/loop.R fit EPOCHS
 args <- commandArgs(trailingOnly = TRUE)
-n <- as.numeric(args[[1]])
-steps <- as.integer(args[[2]])
-route <- args[[3]]
-warmup <- if (length(args) >= 4) as.integer(args[[4]]) else 0L
+route <- args[[1]]
 suppressPackageStartupMessages({
   library(keras3)
   library(customgrad)
 })
 source("tests/testthat/eager-loop.R")
-log1pexp <- readme_log1pexp()
-step <- eager_step(log1pexp, op_ones(4) * 0.5, route)
-for (i in 1:3) {
-  step()
+ref <- reticulate::import_from_path("reference", "bench")
+
+report <- function(total, times, steps, ...) {
+  times <- sort(times)
+  pct <- function(p) times[[min(length(times), floor(p * length(times)) + 1)]]
+  values <- c(
+    mean_us = total / steps * 1e6,
+    median_us = pct(0.5) * 1e6,
+    p10_us = pct(0.1) * 1e6,
+    p90_us = pct(0.9) * 1e6,
+    ...
+  )
+  cat(paste0(names(values), "=", signif(values, 6), collapse = " "), "\n")
 }
-memory <- reticulate::import("customgrad._memory")
-base <- process_mb("VmRSS")
-step <- eager_step(log1pexp, op_ones(n) * 0.5, route)
-for (i in seq_len(warmup)) {
-  grad <- step()
+
+peak_mb <- function() reticulate::py_to_r(ref$peak_mb())
+
+if (route == "fit") {
+  epochs <- as.integer(args[[2]])
+  data <- ref$fit_data()
+  model <- ref$make_mlp(readme_log1pexp())
+  started <- Sys.time()
+  history <- fit(
+    model,
+    data[[1]],
+    data[[2]],
+    epochs = epochs,
+    batch_size = ref$FIT_BATCH,
+    shuffle = FALSE,
+    verbose = 0
+  )
+  total <- as.numeric(Sys.time() - started, units = "secs")
+  steps <- epochs * ceiling(ref$FIT_SAMPLES / ref$FIT_BATCH)
+  # keras3's fit() gives no per-epoch times: the whole fit is the number.
+  report(
+    total,
+    total / steps,
+    steps,
+    loss = utils::tail(history$metrics$loss, 1)
+  )
+  quit(save = "no")
 }
-asked <- memory$stats()
-log <- tempfile()
-con <- file(log, open = "wt")
-sink(con, type = "message")
-invisible(gcinfo(TRUE))
-gc_seconds <- gc.time()[[3]]
+
+n <- as.numeric(args[[2]])
+steps <- as.integer(args[[3]])
+f <- if (route == "floor") ref$log1pexp else readme_log1pexp()
+eager <- if (route == "floor") "native" else route
+# 20 steps at one element first, as reference.py does: the memory reported
+# is the peak above this process's own peak there.
+small <- eager_step(f, op_ones(1) * 0.5, eager)
+for (i in 1:20) {
+  small()
+}
+base <- peak_mb()
+step <- eager_step(f, op_ones(n) * 0.5, eager)
 started <- Sys.time()
-for (i in seq_len(steps)) {
-  grad <- step()
-}
-seconds <- as.numeric(Sys.time() - started, units = "secs")
-gc_seconds <- gc.time()[[3]] - gc_seconds
-invisible(gcinfo(FALSE))
-sink(type = "message")
-close(con)
-lines <- readLines(log)
-levels <- regmatches(lines, regexpr("level [0-2]", lines))
-count <- function(l) sum(levels == paste("level", l))
-now <- memory$stats()
-cat(sprintf(
-  "%.1f %.6f %d %d %d %.4f %d %d %.4f\n",
-  process_mb("VmHWM") - base,
-  seconds / steps,
-  count(0),
-  count(1),
-  count(2),
-  gc_seconds,
-  now$collections - asked$collections,
-  now$full_collections - asked$full_collections,
-  now$seconds - asked$seconds
-))
+marks <- bench::mark(
+  step(),
+  iterations = steps,
+  check = FALSE,
+  memory = FALSE,
+  filter_gc = FALSE
+)
+total <- as.numeric(Sys.time() - started, units = "secs")
+report(
+  total,
+  as.numeric(marks$time[[1]]),
+  steps,
+  extra_mb = peak_mb() - base
+)

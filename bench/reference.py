@@ -1,15 +1,16 @@
-"""Pure-Python references and step harnesses for bench/bench-backend.R.
+"""The Python side of ``make bench`` (bench/run.R): the README's log1pexp
+written with ``keras.ops.custom_gradient``, and the loops that R's are
+compared with, each run alone in its own process.
 
-The "python" implementation is log1pexp written with keras.ops.custom_gradient
-in Python. The R implementations (plain reticulate pass-through, customgrad)
-are R functions ``h``; the harness around them is the same for both and is
-written here, so that both pay the same fixed cost per step.
+``python reference.py eager N STEPS`` runs STEPS gradient steps of
+``sum(log1pexp(x))`` on N float32 elements as a Python user writes them
+(a tape, ``jax.grad``, ``backward()``); ``python reference.py fit EPOCHS``
+trains the MLP below.  Each prints one line of ``key=value`` pairs (see
+:func:`report`).  bench/loop.R imports this module for the R loops: the
+floor's log1pexp, the MLP and its data.
 """
 
-import ctypes
-import gc
-import os
-import resource
+import sys
 import time
 
 import keras
@@ -30,120 +31,89 @@ def log1pexp(x):
     return ops.log(1 + e), grad
 
 
-def make_input(n):
-    x = ops.ones((int(n),), dtype="float32") * 0.5
-    if BACKEND == "torch":
-        x = x.detach().requires_grad_(True)
-    return x
-
-
-def _sync(x):
-    if BACKEND == "jax":
-        x.block_until_ready()
-    return x
-
-
-# --- eager steps: sum(h(x)) forward and backward ---------------------------
-
-if BACKEND == "tensorflow":
-    import tensorflow as tf
-
-    def start(x):
-        tape = tf.GradientTape()
-        tape.__enter__()
-        tape.watch(x)
-        return tape
-
-    def finish(state, y, x):
-        s = tf.reduce_sum(y)
-        state.__exit__(None, None, None)
-        return state.gradient(s, x)
-
-    def eager_step(h, x):
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            s = tf.reduce_sum(h(x))
-        return tape.gradient(s, x)
-
-elif BACKEND == "torch":
-
-    def start(x):
-        x.grad = None
-        return None
-
-    def finish(state, y, x):
-        y.sum().backward()
-        return x.grad
-
-    def eager_step(h, x):
-        x.grad = None
-        h(x).sum().backward()
-        return x.grad
-
-else:
-    import jax
-    import jax.numpy as jnp
-
-    def jax_grad_step(h, x):
-        """jax.grad of sum(h(x)): eager JAX traces h on every call."""
-        return _sync(jax.grad(lambda v: jnp.sum(h(v)))(x))
-
-    def eager_step(h, x):
-        return jax_grad_step(h, x)
-
-
-def python_eager(x):
-    return eager_step(log1pexp, x)
-
-
-# --- compiled steps ---------------------------------------------------------
-
-
-def compile_step(h):
-    """The step of h compiled: tf.function around the tape step, jax.jit of
-    the gradient; None on torch (eager only)."""
+def eager_step(x):
+    """A function of no arguments: one gradient step of sum(log1pexp(x))."""
     if BACKEND == "tensorflow":
-        return tf.function(lambda x: eager_step(h, x))
-    if BACKEND == "jax":
-        return jax.jit(jax.grad(lambda v: jnp.sum(h(v))))
-    return None
+        import tensorflow as tf
+
+        def step():
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                s = ops.sum(log1pexp(x))
+            return tape.gradient(s, x)
+
+    elif BACKEND == "jax":
+        import jax
+
+        g = jax.grad(lambda v: ops.sum(log1pexp(v)))
+
+        def step():
+            return g(x).block_until_ready()
+
+    else:
+        x = x.detach().requires_grad_(True)
+
+        def step():
+            x.grad = None
+            ops.sum(log1pexp(x)).backward()
+            return x.grad
+
+    return step
 
 
-def timed(fn, *args):
-    """Microseconds that fn(*args) takes, timed here in Python."""
-    t0 = time.perf_counter()
-    _sync(fn(*args))
-    return (time.perf_counter() - t0) * 1e6
-
-
-def rss_mb():
-    """Resident set size of this process, in MB."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def collect():
-    """Collect Python's garbage (reference cycles) and hand the allocator's
-    free memory back to the system, so that RSS counts memory in use."""
-    gc.collect()
+def peak_mb():
+    """This process's peak resident set, in MB (Linux: the bench runs here;
+    elsewhere NaN)."""
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
         pass
+    return float("nan")
 
 
-def pid():
-    return os.getpid()
+def report(total, times, steps, **extra):
+    """The line bench/run.R reads: the whole loop's mean per step
+    (``total / steps``) and the per-step median and 10th/90th percentiles,
+    in microseconds, then ``extra``."""
+    times = sorted(times)
+
+    def pct(p):
+        return times[min(len(times) - 1, int(p * len(times)))] * 1e6
+
+    values = dict(
+        mean_us=total / steps * 1e6,
+        median_us=pct(0.5),
+        p10_us=pct(0.1),
+        p90_us=pct(0.9),
+        **extra,
+    )
+    print(" ".join(f"{k}={v:.6g}" for k, v in values.items()))
 
 
-# --- model$fit(): the MLP of issue "R runs only when tracing" ---------------
-# 32 -> Dense 64 -> activation -> Dense 64 -> activation -> Dense 1, 2048
-# samples, batch 64, SGD, no shuffling: the same seed gives the same initial
-# weights, so models that differ only in how the activation is written must
-# train to the same losses.
+def eager(n, steps, warmup=20):
+    """The loop at n elements after ``warmup`` steps at one element; the
+    memory reported is the peak above the peak of those."""
+    small = eager_step(ops.ones((1,)) * 0.5)
+    for _ in range(warmup):
+        small()
+    base = peak_mb()
+    step = eager_step(ops.ones((int(n),)) * 0.5)
+    times = []
+    started = time.perf_counter()
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    total = time.perf_counter() - started
+    report(total, times, steps, extra_mb=peak_mb() - base)
+
+
+# --- model.fit(): 32 -> Dense 64 -> log1pexp -> Dense 64 -> log1pexp ->
+# Dense 1, 2048 samples, batch 64, SGD, no shuffling. The same seed gives
+# the same initial weights, so R's model must train to the same losses.
 
 FIT_SAMPLES = 2048
 FIT_BATCH = 64
@@ -159,7 +129,6 @@ def fit_data(seed=0):
 
 
 def make_mlp(activation, seed=1):
-    """The MLP with ``activation`` (a callable) after each hidden layer."""
     keras.utils.set_random_seed(seed)
     model = keras.Sequential(
         [
@@ -175,44 +144,33 @@ def make_mlp(activation, seed=1):
     return model
 
 
-def fit_epoch(model, x, y):
-    """One epoch of model.fit(): [microseconds per step, loss]."""
-    steps = -(-len(x) // FIT_BATCH)
-    t0 = time.perf_counter()
-    history = model.fit(x, y, epochs=1, batch_size=FIT_BATCH, shuffle=False, verbose=0)
-    elapsed = time.perf_counter() - t0
-    return [elapsed * 1e6 / steps, float(history.history["loss"][-1])]
+class EpochTimes(keras.callbacks.Callback):
+    """Seconds per epoch, for the percentiles beside the whole fit's mean."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.t0 = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.times.append(time.perf_counter() - self.t0)
 
 
-# --- peak memory of an eager loop (bench/peak.R's twin) ---------------------
-
-
-def _status_mb(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def eager_loop_peak(n, steps):
-    """The peak resident memory of ``steps`` eager steps of log1pexp on n
-    elements above the resident set after three steps on 4 elements, in
-    MB, and the seconds per step: what bench/peak.R measures for R."""
-    small = make_input(4)
-    for _ in range(3):
-        python_eager(small)
-    base = _status_mb("VmRSS")
-    x = make_input(n)
-    t0 = time.perf_counter()
-    for _ in range(int(steps)):
-        _sync(python_eager(x))
-    seconds = (time.perf_counter() - t0) / int(steps)
-    return _status_mb("VmHWM") - base, seconds
+def fit(epochs):
+    x, y = fit_data()
+    model = make_mlp(log1pexp)
+    timer = EpochTimes()
+    timer.times = []
+    steps_per_epoch = -(-FIT_SAMPLES // FIT_BATCH)
+    started = time.perf_counter()
+    history = model.fit(
+        x, y, epochs=epochs, batch_size=FIT_BATCH, shuffle=False, verbose=0, callbacks=[timer]
+    )
+    total = time.perf_counter() - started
+    per_step = [t / steps_per_epoch for t in timer.times]
+    report(total, per_step, epochs * steps_per_epoch, loss=history.history["loss"][-1])
 
 
 if __name__ == "__main__":
-    import sys
-
-    peak, seconds = eager_loop_peak(float(sys.argv[1]), int(sys.argv[2]))
-    print(f"{peak:.1f} {seconds:.4f}")
+    if sys.argv[1] == "eager":
+        eager(float(sys.argv[2]), int(sys.argv[3]))
+    else:
+        fit(int(sys.argv[2]))

@@ -11,8 +11,8 @@ packages=(
   r-cran-roxygen2 pandoc qpdf tidy python3.11-venv
   # `make check` (rcmdcheck) and `make test` (xml2 reads pytest's JUnit)
   r-cran-rcmdcheck r-cran-xml2
-  # `make lint` and `make coverage`
-  r-cran-lintr r-cran-covr
+  # `make lint`, `make coverage` and `make bench` (bench times the steps)
+  r-cran-lintr r-cran-covr r-cran-bench
   # imports of reticulate, tensorflow and keras3 (tools/setup-r-packages.R)
   r-cran-matrix r-cran-rcpp r-cran-rcpptoml r-cran-here r-cran-jsonlite
   r-cran-png r-cran-rappdirs r-cran-yaml r-cran-backports r-cran-base64enc

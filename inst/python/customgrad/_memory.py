@@ -43,7 +43,7 @@ the threshold after a full one.  At 1e7 elements a collection keeps
 the same loop in Python; at 1e6 a collection keeps 4-12 MB, R's own
 level-1 collections release it, and collections come every 30-40 steps,
 so that R's schedule of full ones rarely falls inside a loop
-(bench/README.md).
+(bench/results/2026-11-history.md).
 """
 
 import threading
