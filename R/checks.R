@@ -101,40 +101,28 @@ check_required <- function(
   )
 }
 
-check_trace <- function(
+# TRUE or FALSE; with `strict`, also "strict" (a `trace` argument).
+check_flag <- function(
   x,
+  strict = FALSE,
   ...,
   arg = rlang::caller_arg(x),
   call = rlang::caller_env()
 ) {
-  if (!isTRUE(x) && !isFALSE(x) && !identical(x, "strict")) {
+  if (!isTRUE(x) && !isFALSE(x) && !(strict && identical(x, "strict"))) {
     abort_argument(
       x,
-      "{.code TRUE}, {.code FALSE} or {.val strict}",
-      "trace_arg",
+      if (strict) {
+        "{.code TRUE}, {.code FALSE} or {.val strict}"
+      } else {
+        "{.code TRUE} or {.code FALSE}"
+      },
+      if (strict) "trace_arg" else "bad_argument",
       arg,
       call
     )
   }
   x
-}
-
-check_bool <- function(
-  x,
-  ...,
-  arg = rlang::caller_arg(x),
-  call = rlang::caller_env()
-) {
-  if (!isTRUE(x) && !isFALSE(x)) {
-    abort_argument(
-      x,
-      "{.code TRUE} or {.code FALSE}",
-      "bad_argument",
-      arg,
-      call
-    )
-  }
-  invisible(x)
 }
 
 # A finite number greater than `min`, returned as a double; `hint`: an `i`

@@ -1,41 +1,38 @@
 #' Run an R function as a compiled function
 #'
-#' `op_compile(f)` returns a function that runs `f` compiled by the active
-#' backend: with `tf.function` on TensorFlow and `jax.jit` on JAX. The
-#' backend runs the R code of `f` once to trace it, on symbolic tensors, and
-#' from then on runs the traced computation: calls with inputs of the same
-#' shapes run no R code at all. On PyTorch it compiles nothing, since
-#' PyTorch's compiler (`torch.compile`) can't trace through R: the function
-#' runs `f` eagerly, R code included, at every call.
+#' `op_compile(f)` returns a function that runs `f` traced and compiled.
+#' As for [op_custom_gradient()] and [op_grad()], `f` runs once per input
+#' signature on Keras symbolic tensors, and the operations Keras recorded
+#' are replayed in Python for every later call, without R. On TensorFlow
+#' and JAX that replay is compiled by the backend (`tf.function`,
+#' `jax.jit`); on PyTorch it runs eagerly (PyTorch's compiler is not used).
 #'
 #' @section When R runs:
-#' On TensorFlow and JAX, `f`'s R code runs only while the backend traces
-#' it: at the first call, and again for each new combination of input
-#' shapes, dtypes, nesting and argument names. That has consequences:
+#' `f`'s R code runs only while it is traced: at the first call, and again
+#' for each new combination of input shapes, dtypes, nesting and argument
+#' names. That has consequences:
 #'
 #' * Side effects in `f` happen at tracing, not at each call: `print()`,
 #'   `message()`, counters kept in R variables, writing files.
-#' * R values that `f` reads (global variables, R random numbers such as
-#'   `runif()`) are fixed into the compiled function when it is traced;
-#'   changing them later has no effect. Pass values that change as
-#'   arguments (tensors) instead.
+#' * R values that `f` reads from outside (global variables) are fixed into
+#'   the trace when it is made; changing them later has no effect. Pass
+#'   values that change as arguments (tensors) instead.
 #' * While tracing, tensors are symbolic: they have shapes and dtypes but no
-#'   values, so `as.array()` and an R `if ()` on a tensor's value don't work;
-#'   use tensor ops.
+#'   values, so `as.array()` and an R `if ()` on a tensor's value can't be
+#'   traced, nor can R's random numbers. Such a function runs `f` at every
+#'   call instead (on TensorFlow and JAX, inside the backend's own
+#'   tracing), after a one-time message; `trace = FALSE` asks for that
+#'   without the message, `trace = "strict"` makes it an error.
 #' * Errors in `f` are raised at tracing (the first call).
 #'
-#' On PyTorch none of this applies: `f` runs at every call, as `f` itself
-#' would, with its inputs converted as on the other backends, so code
-#' written for `op_compile()` runs unchanged there, at eager speed.
-#' Custom-gradient functions that `f` calls still replay their traces
-#' without R (see "When R runs" in [op_custom_gradient()]).
-#'
-#' Gradients compile too: `op_compile(op_grad(f))` traces `f` and its
-#' gradient once. Custom gradients made with [op_custom_gradient()] work
-#' inside compiled functions (their R code runs at tracing as well).
+#' Gradients compile too: `op_compile(op_grad(f))` traces `f` once and
+#' compiles its gradient. Custom gradients made with [op_custom_gradient()]
+#' work inside compiled functions.
 #'
 #' @param f A function of tensors that returns a tensor or a (nested) list of
 #'   tensors.
+#' @param trace `TRUE` (the default), `FALSE` or `"strict"`: see "When R
+#'   runs".
 #' @returns A function with the arguments of `f`. Its arguments are tensors,
 #'   R numbers, arrays or logicals (converted to tensors like the inputs of
 #'   [op_custom_gradient()]), or nested lists of these; it returns
@@ -52,61 +49,56 @@
 #' fc(c(1, 2))
 #' fc(c(3, 4))
 #' fc(c(5, 6))
-#' traces # 1 on TensorFlow and JAX, 3 on PyTorch
+#' traces # 1
 #'
 #' # A compiled gradient
 #' op_compile(op_grad(f))(c(1, 2))
-op_compile <- function(f) {
+op_compile <- function(f, trace = TRUE) {
   label <- rlang::enexpr(f)
   check_function(f)
   state <- new.env(parent = emptyenv())
   state$f <- f
+  state$trace <- check_flag(trace, strict = TRUE)
+  state$statics <- new.env(parent = emptyenv()) # the argument names
   label_transform(new_transform(f, state, "call_compiled"), label)
 }
 
-# The body of every function that op_compile() returns.
+# The body of every function that op_compile() returns: f traced once per
+# input signature and replayed (_traced_function.py), compiled by the
+# backend's compiler where it has one (_autodiff.compile_function()).
 call_compiled <- function(state, args, call) {
   inputs <- lapply(seq_along(args), function(i) {
     as_input(args[[i]], argument_label(args, i), call = call)
   })
-  names(inputs) <- names(args)
-  # Whether the backend has a compiler that can trace R (PyTorch's can't).
-  state$eager <- state$eager %||% !autodiff_py()$backend_compiles()
-  if (state$eager) {
-    return(as_input(
-      call_wrapped(state, inputs, call = call),
-      "The value of `f`",
-      call = call
-    ))
-  }
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     # Made on first call: defining the function does not start Python.
-    py <- autodiff_py()
-    callback <- state_callback(state, compiled_forward)
-    fn <- state$py <- py$compile_function(callback)
+    fn <- state$py <- autodiff_py()$compile_function(
+      traced_function(state, compiled_forward, "op_compile")
+    )
   }
-  # Named arguments go to Python by name (the trace is specific to them),
-  # in a dict, so that no name clashes with the callable's own arguments.
-  named <- nzchar(names(inputs) %||% rep("", length(inputs)))
-  kwargs <- if (any(named)) inputs[named]
-  # The call, for errors about it raised while Python traces f.
-  previous <- state$call
-  state$call <- call
-  on.exit(state$call <- previous, add = TRUE)
-  with_python_errors(
-    fn(unname(inputs[!named]), kwargs),
-    call = call
-  )
+  # The call, for errors about it raised while f runs.
+  previous <- state$frame
+  state$frame <- list(call = call)
+  on.exit(state$frame <- previous, add = TRUE)
+  with_python_errors(fn(with_names_marker(inputs, args, state)), call = call)
 }
 
-# Called from Python with the compiled function's arguments.
-compiled_forward <- function(state, ...) {
+# Called from Python with the compiled function's arguments (symbolic
+# tensors while tracing, see trace.R): f's value.
+compiled_forward <- function(state, ..., tracing = FALSE) {
   abort_if_stack_low()
+  args <- without_names_marker(list(...), state)
   # Called by the caller's name for it, so that an error in it says `f()`
   # or that name, not customgrad's internals.
-  as_input(
-    call_wrapped(state, list(...), call = state$call),
-    "The value of `f`"
-  )
+  run <- function() {
+    as_input(
+      call_wrapped(state, args, call = state$frame$call),
+      "The value of `f`"
+    )
+  }
+  if (tracing) {
+    return(reply_trace_failed_on_error(run_traced(run())))
+  }
+  run()
 }

@@ -381,7 +381,7 @@ python_error_message <- function(class, d) {
       "i" = "Stop the recursion with a condition that R decides, such as a depth counter."
     ),
     trace = c(
-      "The custom-gradient function can't be traced, and tracing is strict.",
+      "{.arg f} can't be traced, and tracing is strict.",
       "x" = "{d$reason}",
       "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers), or use {.code trace = TRUE} to let R run it at every call."
     ),

@@ -290,7 +290,7 @@
 op_custom_gradient <- function(f, trace = TRUE) {
   label <- rlang::as_label(rlang::enexpr(f))
   check_function(f)
-  trace <- check_trace(trace)
+  trace <- check_flag(trace, strict = TRUE)
   state <- new.env(parent = emptyenv())
   state$f <- f
   state$label <- label

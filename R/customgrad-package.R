@@ -43,23 +43,16 @@
 #' backward pass. Either way the gradients are checked before the backend
 #' sees them.
 #'
-#' Why trace on Keras symbolic tensors rather than record R's calls: every
-#' way R reaches a tensor operation (keras3's `op_*()`, which call Python
-#' directly; R arithmetic; methods of tensorflow R, keras3 and customgrad;
-#' another custom-gradient function) ends in a `keras.ops` function, and
-#' on a `KerasTensor` each of those records a node with its operation and
-#' arguments. So the recording sees everything `f` does without customgrad
-#' wrapping a single R function, is the same on the three backends, and
-#' costs nothing when R does not trace. A recorder of customgrad's own
-#' would see only customgrad's functions (a previous design did, and lost
-#' keras3's `op_*()`). What the recording can't hold shows up as an error
-#' on symbolic tensors (a value read, an operation without a symbolic
-#' form) and makes that signature call R. Replay runs each node's
-#' `operation.call()`, what `keras.ops` runs eagerly, in a Python function
-#' written out once from the trace, one line per node (Keras' own
-#' `Function` costs several times more per call), with elementwise
-#' arithmetic on the tensors' own operators where the traced dtypes show
-#' the result is the same.
+#' Why Keras symbolic tensors: every way R reaches a tensor operation
+#' (keras3's `op_*()`, R arithmetic, methods of tensorflow R, keras3 and
+#' customgrad, another custom-gradient function) ends in a `keras.ops`
+#' function, which records a node on a `KerasTensor`. So the recording sees
+#' all `f` does, alike on the three backends, without customgrad wrapping an
+#' R function. What it can't hold shows up as an error on symbolic tensors
+#' and makes that signature call R. Replay runs each node's
+#' `operation.call()` in a Python function written once from the trace.
+#' [op_grad()] and [op_compile()] trace their `f` the same way, without a
+#' `grad`, and run the replay under the backend's autodiff or compiler.
 #'
 #' @section Memory:
 #' R holds a tensor until its garbage collector runs, and R does not know
@@ -76,12 +69,10 @@
 #' threshold holds less for more collections. Set the option before the
 #' first customgrad call.
 #'
-#' A custom-gradient function holds what its `f` captured until it is
-#' dropped: then R's garbage collector releases it, with the Python
-#' callable and its traces (in two collections when the release goes
-#' through Python: the first drops R's reference to the callable, whose
-#' release then drops Python's references to R). A copy handed to Python
-#' (a Keras layer, `jax$grad(h)`) keeps them as long as Python keeps it.
+#' A custom-gradient function holds what its `f` captured until R's
+#' collector releases the function, with its Python callable and traces; a
+#' copy handed to Python (a Keras layer, `jax$grad(h)`) keeps them as long
+#' as Python keeps it.
 #'
 #' @section Beyond one process:
 #' Custom-gradient functions and layers train under Keras' distribution
@@ -120,14 +111,10 @@
 #' @section Options:
 #' * `customgrad.gc_threshold_mb`: see "Memory" above.
 #' * `customgrad.freeze_imports`: `TRUE` (set before Keras is imported)
-#'   freezes what Python holds once Keras is imported (Keras' and its
-#'   backend's modules, classes and functions, and anything else alive)
-#'   out of Python's cyclic garbage collector, with `gc.freeze()`. A full
-#'   collection walks those objects (~190 ms with PyTorch), and tensors R
-#'   holds make full collections frequent in eager loops: measured from R
-#'   on PyTorch at n = 1, Python's collector took ~15 us of each
-#'   custom-gradient call, ~3 us frozen. Off by default, since it changes
-#'   the whole Python process: frozen objects are never collected.
+#'   freezes what Python holds once Keras is imported out of its cyclic
+#'   collector (`gc.freeze()`): in eager loops from R on PyTorch at n = 1 it
+#'   took Python's collector from ~15 us of each call to ~3 us. Off by
+#'   default: it changes the whole process (frozen objects are never freed).
 #' * `customgrad.max_traces`: the most traces one custom-gradient function
 #'   keeps (default 32); see "When R runs" in [op_custom_gradient()].
 #' * `customgrad.print_max`: the most elements a JAX or PyTorch tensor

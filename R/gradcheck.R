@@ -101,7 +101,7 @@ gradcheck <- function(
   check_tolerance(eps)
   check_tolerance(atol, zero = TRUE)
   check_tolerance(rtol, zero = TRUE)
-  check_bool(error)
+  check_flag(error)
   labels <- gradcheck_labels(f, args)
   wrt <- gradcheck_wrt(wrt, args, labels)
 

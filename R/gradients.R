@@ -12,7 +12,9 @@
 #' refers to (by position, 1-based, as `f` is called) are tensors, R numbers
 #' or arrays (converted to tensors like the inputs of
 #' [op_custom_gradient()], integers as doubles), or nested lists of
-#' these; the other arguments reach `f` unchanged. The gradient of an
+#' these. The other arguments become tensors where they are R numbers or
+#' arrays; any other value (a string, `NULL`, a data frame) reaches `f` as
+#' it is. The gradient of an
 #' argument has its shape and nesting: a list `list(w = ..., b = ...)` gets
 #' a gradient `list(w = ..., b = ...)`. With several `wrt`, `g()` returns a
 #' list with one gradient per argument, named after the arguments.
@@ -40,9 +42,28 @@
 #' `op_grad(op_grad(f))` is the second derivative.
 #'
 #' @section When R runs:
-#' `f` runs once per call of `g`, under the backend's autodiff. Inside a
-#' compiled function ([op_compile()], `jax$jit()`, `tf.function`) it runs
-#' only while the function is traced.
+#' As for [op_custom_gradient()], `f` runs once per input signature (the
+#' nesting, shapes and dtypes of the arguments, and the values of those that
+#' are not tensors), on Keras symbolic tensors: Keras records the
+#' operations it calls, and every later call with that signature replays
+#' them in Python under the backend's autodiff, without R. A training step
+#' written as `g(w, x, y)` is then one call from R into Python, which
+#' returns only the gradients (and, from `op_value_and_grad()`, the value).
+#' R numbers and arrays among the arguments become tensors, so a new batch
+#' of data is a new input, not a new trace; other values (strings, `NULL`,
+#' single integers or logicals, data frames) reach `f` as they are, and a
+#' new value traces again.
+#'
+#' What a trace can't hold makes that signature call `f` at every call,
+#' with a one-time message saying why: reading a tensor's value in R
+#' (`as.array()`, `if (x > 0)`), R's random numbers, an operation Keras
+#' can't record. `trace = FALSE` always calls `f` (without the message);
+#' `trace = "strict"` makes such a function an error
+#' (`customgrad_error_trace`). Side effects in `f` (`cat()`, counters)
+#' happen while tracing only. A gradient function called inside another's
+#' `f` (`op_grad(op_grad(f))`) is recorded as one operation and replayed
+#' too. Inside a compiled function ([op_compile()], `jax$jit()`,
+#' `tf.function`) `g` runs the replay, traced by the backend's compiler.
 #'
 #' @section Errors:
 #' Errors in `f` reach the caller as the original condition. customgrad's
@@ -60,6 +81,10 @@
 #' @param upstream `NULL`, or the upstream gradient for a vector-Jacobian
 #'   product: a tensor or R array with the shape of `f`'s value, or a list
 #'   of them matching a list value.
+#' @param trace `TRUE` (the default) to trace `f` once per input signature
+#'   and replay it without R, falling back to calling `f` at every call
+#'   where it can't be traced; `FALSE` to always call `f`; `"strict"` to
+#'   make a function that can't be traced an error. See "When R runs".
 #' @returns A function with the arguments of `f`. `op_grad()`'s returns the
 #'   gradient: a tensor (or a list with the argument's nesting) for one
 #'   `wrt`, a list of them for several. `op_value_and_grad()`'s returns
@@ -91,17 +116,22 @@
 #'
 #' # Vector-Jacobian product of a function with a vector value
 #' op_grad(exp, upstream = c(1, 10))(c(0, 1))
-op_grad <- function(f, wrt = 1L, upstream = NULL) {
+#'
+#' # R's random numbers can't be traced (a trace would fix one draw): R
+#' # runs f at every call, after a one-time message (trace = FALSE: none).
+#' noisy <- op_grad(function(x) sum(x * stats::rnorm(length(x))))
+#' noisy(c(1, 2))
+op_grad <- function(f, wrt = 1L, upstream = NULL, trace = TRUE) {
   label <- rlang::enexpr(f)
-  g <- new_grad_transform(f, wrt, upstream, with_value = FALSE)
+  g <- new_grad_transform(f, wrt, upstream, trace, with_value = FALSE)
   label_transform(g, label)
 }
 
 #' @rdname op_grad
 #' @export
-op_value_and_grad <- function(f, wrt = 1L, upstream = NULL) {
+op_value_and_grad <- function(f, wrt = 1L, upstream = NULL, trace = TRUE) {
   label <- rlang::enexpr(f)
-  g <- new_grad_transform(f, wrt, upstream, with_value = TRUE)
+  g <- new_grad_transform(f, wrt, upstream, trace, with_value = TRUE)
   label_transform(g, label)
 }
 
@@ -109,6 +139,7 @@ new_grad_transform <- function(
   f,
   wrt,
   upstream,
+  trace,
   with_value,
   call = rlang::caller_env()
 ) {
@@ -119,31 +150,40 @@ new_grad_transform <- function(
   state$f <- f
   state$wrt <- wrt
   state$upstream <- upstream
+  state$trace <- check_flag(trace, strict = TRUE, call = call)
   state$with_value <- with_value
+  state$statics <- new.env(parent = emptyenv()) # non-tensor arguments
   new_transform(f, state, "call_grad_transform")
 }
 
-# The body of every function that op_grad() returns.
+# The body of every function that op_grad() returns: every argument goes
+# to Python (those differentiated as tensors; the others as tensors where
+# they are R numbers or arrays, else as markers for their R values), which
+# runs f traced (_traced_function.py) under the backend's autodiff.
 call_grad_transform <- function(state, args, call) {
   if (max(state$wrt) > length(args)) {
     abort_wrt_missing(state$wrt, length(args), call)
   }
-  inputs <- lapply(state$wrt, function(i) {
-    as_input(
-      args[[i]],
-      argument_label(args, i),
-      call = call,
-      differentiable = TRUE
+  inputs <- lapply(seq_along(args), function(i) {
+    what <- argument_label(args, i)
+    if (i %in% state$wrt) {
+      return(as_input(args[[i]], what, call = call, differentiable = TRUE))
+    }
+    # Reaches f as it was given where it is no tensor (a label, a data
+    # frame); its key then enters the trace's signature.
+    tryCatch(
+      as_input(args[[i]], what, call = call, state = state),
+      customgrad_error_input = function(cnd) static_input(args[[i]], state),
+      customgrad_error_na = function(cnd) static_input(args[[i]], state)
     )
   })
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     # Made on first call: defining the function does not start Python.
-    py <- autodiff_py()
-    callback <- state_callback(state, grad_transform_forward)
-    fn <- state$py <- py$value_and_grad(
-      callback,
-      positions = as.list(state$wrt)
+    fn <- state$py <- autodiff_py()$value_and_grad(
+      traced_function(state, grad_transform_forward, "op_grad"),
+      positions = as.list(state$wrt),
+      wrt = as.list(state$wrt - 1L)
     )
   }
   if (!is.null(state$upstream) && is.null(state$upstream_py)) {
@@ -154,12 +194,15 @@ call_grad_transform <- function(state, args, call) {
       differentiable = TRUE
     )
   }
-  # f's other arguments stay in R; the callback reads them from here.
+  # The caller's call, for f's errors.
   previous <- state$frame
-  state$frame <- list(args = args, call = call)
+  state$frame <- list(call = call)
   on.exit(state$frame <- previous, add = TRUE)
   out <- with_python_errors(
-    do.call(fn, c(list(state$upstream_py), unname(inputs))),
+    do.call(
+      fn,
+      c(list(state$upstream_py), with_names_marker(inputs, args, state))
+    ),
     call = call
   )
   grads <- out$grad
@@ -172,24 +215,74 @@ call_grad_transform <- function(state, args, call) {
   if (state$with_value) list(value = out$value, grad = grads) else grads
 }
 
-# Called from Python with the arguments to differentiate.
-grad_transform_forward <- function(state, ...) {
+# Called from Python with all of f's arguments (symbolic tensors while
+# tracing, see trace.R): f's value, checked.
+grad_transform_forward <- function(state, ..., tracing = FALSE) {
   abort_if_stack_low()
-  inputs <- list(...)
   frame <- state$frame
-  args <- frame$args
-  args[state$wrt] <- inputs
-  value <- call_wrapped(state, args, call = frame$call)
-  value <- as_input(
-    value,
-    "The value of `f`",
-    call = frame$call,
-    differentiable = TRUE
-  )
-  if (is.null(state$upstream)) {
-    check_scalar_value(value, call = frame$call)
+  args <- without_names_marker(list(...), state)
+  run <- function() {
+    value <- as_input(
+      call_wrapped(state, args, call = frame$call),
+      "The value of `f`",
+      call = frame$call,
+      differentiable = TRUE
+    )
+    if (is.null(state$upstream)) {
+      check_scalar_value(value, call = frame$call)
+    }
+    value
   }
-  value
+  if (tracing) {
+    return(reply_trace_failed_on_error(run_traced(run())))
+  }
+  run()
+}
+
+# A transform's arguments for Python, all by position, with a marker for
+# their names last: the names enter the trace's signature, so that
+# `g(x = a, y = b)` and `g(y = b, x = a)` replay traces of their own.
+with_names_marker <- function(inputs, args, state) {
+  arg_names <- names(args) %||% character(length(args))
+  c(unname(inputs), list(static_input(arg_names, state)))
+}
+
+# The arguments from Python, named again, R values back in place of markers.
+without_names_marker <- function(inputs, state) {
+  inputs <- restore_statics(inputs, state$statics)
+  n <- length(inputs)
+  args <- inputs[-n]
+  names(args) <- inputs[[n]]
+  args
+}
+
+# The Python side of an R function that runs traced (see
+# _traced_function.py): `forward(state, ..., tracing)` is called with the
+# arguments; `kind` names the transform in the one-time fallback message.
+traced_function <- function(state, forward, kind) {
+  callbacks <- trace_callbacks(sprintf("`%s(%s)`", kind, state$label), kind)
+  customgrad_py("_traced_function")$TracedFunction(
+    state_callback(state, forward),
+    trace = state$trace,
+    notify = callbacks$notify,
+    warn_retrace = callbacks$warn_retrace,
+    max_traces = max_traces()
+  )
+}
+
+# The one-time message and the retrace warning of a traced function, made
+# apart from its state: Python keeps them, and must not keep the state.
+trace_callbacks <- function(what, kind) {
+  force(what) # a promise would hold the caller's frame, the state with it
+  force(kind)
+  list(
+    notify = r_callback(function(reason) {
+      inform_fallback(reason, what = what, kind = kind)
+    }),
+    warn_retrace = r_callback(function(count) {
+      warn_retrace(count, what = what, kind = kind)
+    })
+  )
 }
 
 # --- Shared by op_grad(), gradcheck() and op_compile() ----------------------

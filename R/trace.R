@@ -141,12 +141,16 @@ max_traces <- function(call = rlang::caller_env()) {
 
 # Python asks for this once per function, when a signature could not be
 # traced and R runs f and grad at every call for it.
-inform_fallback <- function(reason) {
+inform_fallback <- function(
+  reason,
+  what = "A custom-gradient function",
+  kind = "op_custom_gradient"
+) {
   cli::cli_inform(
     c(
-      "!" = "A custom-gradient function could not be traced, so R runs it at every call with these inputs.",
+      "!" = "{what} could not be traced, so R runs it at every call with these inputs.",
       "x" = "{reason}",
-      "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers) to run without R, or use {.code op_custom_gradient(f, trace = FALSE)} to always call R without this message."
+      "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers) to run without R, or use {.code {kind}(f, trace = FALSE)} to always call R without this message."
     ),
     class = c("customgrad_message_fallback", "customgrad_message")
   )
@@ -154,12 +158,16 @@ inform_fallback <- function(reason) {
 }
 
 # Python asks for this once per function, at the first trace past the cap.
-warn_retrace <- function(count) {
+warn_retrace <- function(
+  count,
+  what = "A custom-gradient function",
+  kind = "op_custom_gradient"
+) {
   cli::cli_warn(
     c(
-      "A custom-gradient function has been traced {count} times: each new combination of input shapes, dtypes or nesting traces it again.",
+      "{what} has been traced {count} times: each new combination of input shapes, dtypes or nesting traces it again.",
       "i" = "Only the latest {max_traces()} traces are kept (option {.code customgrad.max_traces}).",
-      "i" = "Call it with inputs of fixed shapes, or use {.code op_custom_gradient(f, trace = FALSE)}."
+      "i" = "Call it with inputs of fixed shapes, or use {.code {kind}(f, trace = FALSE)}."
     ),
     class = c("customgrad_warning_retrace", "customgrad_warning")
   )

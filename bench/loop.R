@@ -1,18 +1,11 @@
-# One R loop of `make bench` (bench/run.R), alone in this process, timed
-# whole: every collection and finalizer R runs falls inside it. Steps of
-# sum(log1pexp(x)) forward and backward on N float32 elements, through
-#  - "native":  the backend's own gradient around the README's log1pexp
-#               (a tape, jax$grad(), backward(): tests/testthat/eager-loop.R),
-#  - "op_grad": customgrad's op_grad(function(x) op_sum(log1pexp(x))),
-#  - "floor":   the "native" harness around log1pexp written in Python
-#               (bench/reference.py): what R-driven steps can't beat;
-# or "fit": keras3's fit() of reference.py's MLP with the README's log1pexp
-# in its Lambda layers, EPOCHS epochs.
-# Prints the line reference.py's report() prints, so that run.R reads R
-# and Python alike; bench::mark() times each step (no warm-up, no filtering
-# of steps with a collection).
-# Usage: KERAS_BACKEND=jax Rscript bench/loop.R ROUTE N STEPS
-#        KERAS_BACKEND=jax Rscript bench/loop.R fit EPOCHS
+# One R loop of `make bench` (bench/run.R), alone in this process and
+# timed whole (every collection and finalizer inside): steps of
+# sum(log1pexp(x)) on N float32 elements through the backend's own gradient
+# ("native", tests/testthat/eager-loop.R), op_grad() ("op_grad"), or the
+# native harness around reference.py's Python log1pexp ("floor"); or keras3's
+# fit() of reference.py's MLP ("fit"). Prints what reference.py's report()
+# prints; bench::mark() times each step, every step kept.
+# Usage: KERAS_BACKEND=jax Rscript bench/loop.R ROUTE N STEPS | fit EPOCHS
 args <- commandArgs(trailingOnly = TRUE)
 route <- args[[1]]
 suppressPackageStartupMessages({

@@ -62,8 +62,7 @@ def eager_step(x):
 
 
 def peak_mb():
-    """This process's peak resident set, in MB (Linux: the bench runs here;
-    elsewhere NaN)."""
+    """This process's peak resident set in MB (NaN without /proc)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -145,7 +144,7 @@ def make_mlp(activation, seed=1):
 
 
 class EpochTimes(keras.callbacks.Callback):
-    """Seconds per epoch, for the percentiles beside the whole fit's mean."""
+    """Seconds per epoch (for the percentiles)."""
 
     def on_epoch_begin(self, epoch, logs=None):
         self.t0 = time.perf_counter()

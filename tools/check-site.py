@@ -123,17 +123,6 @@ class Browser:
         """The value of a JavaScript expression; a promise is awaited."""
         return self.driver.execute_script(f"return ({expression});")
 
-    def settle(self, seconds):
-        """Let late loads and timers run."""
-        time.sleep(seconds)
-
-    def click(self, selector, index=0):
-        """Click an element a CSS selector finds (the first by default)."""
-        self.driver.find_elements(By.CSS_SELECTOR, selector)[index].click()
-
-    def type(self, selector, text):
-        self.driver.find_element(By.CSS_SELECTOR, selector).send_keys(text)
-
     def wait_for_page(self, path, timeout=30):
         """Wait until the location ends with `path` and the page has loaded."""
         WebDriverWait(self.driver, timeout).until(
@@ -201,7 +190,7 @@ def check_pages(browser, site):
         try:
             browser.open(url)
             report = browser.evaluate(PAGE_REPORT)
-            browser.settle(0.2)
+            time.sleep(0.2)  # late loads and timers
         except WebDriverException as error:
             problems.append(f"{page}: {error.msg}")
             continue
@@ -253,7 +242,7 @@ def check_search(browser, site):
     """Type the query into the navbar's search box, as a reader would, and
     follow the suggestion that leads to op_custom_gradient's page."""
     browser.open(site.base + "index.html")
-    browser.click("#search-input")
+    browser.driver.find_element(By.CSS_SELECTOR, "#search-input").click()
     # Focusing the box fetches the index; a query typed before it is there
     # finds nothing, as it would for a reader.
     deadline = time.monotonic() + 20
@@ -263,7 +252,9 @@ def check_search(browser, site):
         if time.monotonic() > deadline:
             return ["search: the index did not load within 20 s"]
         time.sleep(0.1)
-    browser.type("#search-input", SEARCH_QUERY)
+    browser.driver.find_element(By.CSS_SELECTOR, "#search-input").send_keys(
+        SEARCH_QUERY
+    )
     suggestions = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -282,7 +273,7 @@ def check_search(browser, site):
     if not hits:
         got = ", ".join(suggestions)
         return [f"search: no suggestion leads to {SEARCH_TARGET}; got {got}"]
-    browser.click(".aa-suggestion", hits[0])
+    browser.driver.find_elements(By.CSS_SELECTOR, ".aa-suggestion")[hits[0]].click()
     try:
         browser.wait_for_page("/" + SEARCH_TARGET)
     except TimeoutException:

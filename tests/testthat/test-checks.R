@@ -34,14 +34,14 @@ test_that("checkers return their input and name the caller's argument", {
   err <- expect_error(my_fun(1), class = "customgrad_error_not_function")
   expect_match(conditionMessage(err), "`g` must be a function", fixed = TRUE)
   expect_identical(err$call, quote(my_fun(1)))
-  expect_identical(customgrad:::check_trace("strict"), "strict")
+  expect_identical(customgrad:::check_flag("strict", strict = TRUE), "strict")
   expect_error(
-    customgrad:::check_trace(NA),
+    customgrad:::check_flag(NA, strict = TRUE),
     class = "customgrad_error_trace_arg"
   )
-  expect_identical(customgrad:::check_bool(TRUE), TRUE)
+  expect_identical(customgrad:::check_flag(TRUE), TRUE)
   expect_error(
-    customgrad:::check_bool(NA),
+    customgrad:::check_flag(NA),
     class = "customgrad_error_bad_argument"
   )
   expect_identical(customgrad:::check_tolerance(0, zero = TRUE), 0)

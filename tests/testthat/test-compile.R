@@ -1,4 +1,4 @@
-test_that("op_compile() runs R once on TensorFlow and JAX, every call on torch", {
+test_that("op_compile() runs R once per signature on every backend", {
   skip_if_no_backend()
   runs <- 0
   f <- function(x, y) {
@@ -11,7 +11,7 @@ test_that("op_compile() runs R once on TensorFlow and JAX, every call on torch",
     x <- c(i, i + 1) / 10
     expect_tensor(fc(x, c(2, 3)), sum(exp(x) * c(2, 3)), tolerance = 1e-6)
   }
-  expect_identical(runs, if (config_backend() == "torch") 4 else 1)
+  expect_identical(runs, 1)
   # A new input shape is traced again.
   runs <- 0
   expect_tensor(
@@ -20,7 +20,20 @@ test_that("op_compile() runs R once on TensorFlow and JAX, every call on torch",
     tolerance = 1e-6
   )
   fc(c(0.4, 0.5, 0.6), c(1, 1, 1))
-  expect_identical(runs, if (config_backend() == "torch") 2 else 1)
+  expect_identical(runs, 1)
+  # Named in another order: R matches them to f's arguments, the same call.
+  runs <- 0
+  swapped <- fc(y = c(1, 1, 1), x = c(0.1, 0.2, 0.3))
+  expect_tensor(swapped, sum(exp(c(0.1, 0.2, 0.3))), tolerance = 1e-6)
+  expect_identical(runs, 0)
+  # Through `...`, names are part of the signature.
+  dots <- op_compile(function(...) {
+    runs <<- runs + 1
+    list(...)$a * 2
+  })
+  expect_tensor(dots(a = 1, b = 5), 2)
+  expect_tensor(dots(b = 1, a = 5), 10)
+  expect_identical(runs, 2)
 })
 
 test_that("op_compile() of op_grad() is a compiled gradient", {
@@ -35,7 +48,8 @@ test_that("op_compile() of op_grad() is a compiled gradient", {
     x <- c(0.5, 1) * i
     expect_tensor(g(x), cos(x) * x + sin(x), tolerance = 1e-5)
   }
-  expect_identical(runs, if (config_backend() == "torch") 3 else 1)
+  # op_grad() traces f once, even where op_compile() runs eagerly (torch).
+  expect_identical(runs, 1)
   # Custom gradients run inside compiled functions too.
   dlog1pexp <- op_compile(op_grad(new_log1pexp()))
   expect_tensor(dlog1pexp(100), 1)
@@ -106,4 +120,24 @@ test_that("customgrad's errors about a wrapped function without a name name the 
   # The user's own errors name the user's function.
   err <- expect_error(op_compile(\(x) stop("boom"))(1), "boom")
   expect_equal(conditionCall(err), quote(f(x = x)))
+})
+
+test_that("an f that can't be traced runs at every call, after one message naming it", {
+  skip_if_no_backend()
+  calls <- 0
+  noisy <- function(x) {
+    calls <<- calls + 1
+    x * 2 + 0 * stats::runif(1)
+  }
+  fc <- op_compile(noisy)
+  expect_message(
+    expect_tensor(fc(c(1, 2)), c(2, 4)),
+    "`op_compile\\(noisy\\)` could not be traced",
+    class = "customgrad_message_fallback"
+  )
+  expect_no_message(expect_tensor(fc(c(3, 4)), c(6, 8)))
+  expect_error(
+    op_compile(noisy, trace = "strict")(1),
+    class = "customgrad_error_trace"
+  )
 })

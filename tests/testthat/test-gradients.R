@@ -267,3 +267,114 @@ test_that("customgrad's errors about a wrapped function without a name name the 
   expect_equal(conditionCall(err), quote(op_grad(op_grad(double_it))(c(1, 2))))
   expect_no_match(conditionMessage(err), "f()", fixed = TRUE)
 })
+
+# --- Traced: R runs f once per input signature ---------------------------
+
+# How many times Python has called into R so far.
+r_calls_so_far <- function() {
+  py_value(customgrad:::customgrad_py("_bridge")$r_calls)[[1]]
+}
+
+test_that("op_grad() runs f once per signature and replays it without R", {
+  skip_if_no_backend()
+  calls <- 0
+  g <- op_grad(function(x) {
+    calls <<- calls + 1
+    sum(x^3)
+  })
+  expect_tensor(g(c(1, 2)), 3 * c(1, 2)^2)
+  expect_identical(calls, 1)
+  before <- r_calls_so_far()
+  expect_tensor(g(c(3, 4)), 3 * c(3, 4)^2)
+  expect_tensor(g(op_convert_to_tensor(c(-1, 5))), 3 * c(-1, 5)^2)
+  expect_identical(r_calls_so_far(), before)
+  expect_identical(calls, 1)
+  # A new shape is a new signature.
+  expect_tensor(g(c(1, 2, 3)), 3 * c(1, 2, 3)^2)
+  expect_identical(calls, 2)
+})
+
+test_that("a training step's data are inputs, not part of the trace", {
+  skip_if_no_backend()
+  calls <- 0
+  loss <- function(w, x, y) {
+    calls <<- calls + 1
+    op_mean((op_matmul(x, w) - y)^2)
+  }
+  g <- op_value_and_grad(loss)
+  w <- matrix(c(0.5, -1), 2)
+  for (i in 1:3) {
+    x <- matrix(i * c(1, 2, 3, 4, 5, 6), 3)
+    y <- matrix(c(1, 0, i), 3)
+    out <- g(w, x, y)
+    r <- x %*% w - y
+    expect_tensor(out$value, mean(r^2))
+    expect_tensor(out$grad, 2 * t(x) %*% r / 3)
+  }
+  expect_identical(calls, 1)
+})
+
+test_that("a new value of a non-tensor argument traces again", {
+  skip_if_no_backend()
+  seen <- character()
+  f <- function(x, how) {
+    seen <<- c(seen, how)
+    if (how == "square") sum(x^2) else sum(x^3)
+  }
+  g <- op_grad(f)
+  expect_tensor(g(c(1, 2), "square"), 2 * c(1, 2))
+  expect_tensor(g(c(1, 2), "cube"), 3 * c(1, 2)^2)
+  expect_tensor(g(c(5, 6), "square"), 2 * c(5, 6))
+  expect_identical(seen, c("square", "cube"))
+})
+
+test_that("an f that can't be traced runs at every call, after one message naming it", {
+  skip_if_no_backend()
+  calls <- 0
+  noisy <- function(x) {
+    calls <<- calls + 1
+    sum(x * 2) + 0 * stats::runif(1)
+  }
+  g <- op_grad(noisy)
+  expect_message(
+    expect_tensor(g(c(1, 2)), c(2, 2)),
+    "`op_grad\\(noisy\\)` could not be traced",
+    class = "customgrad_message_fallback"
+  )
+  expect_no_message(expect_tensor(g(c(3, 4)), c(2, 2)))
+  expect_identical(calls, 3) # the failed trace, then each call
+  quiet <- op_grad(noisy, trace = FALSE)
+  expect_no_message(expect_tensor(quiet(1), 2))
+  strict <- op_grad(noisy, trace = "strict")
+  expect_error(strict(1), "can't be traced", class = "customgrad_error_trace")
+  expect_error(
+    op_grad(noisy, trace = "yes"),
+    class = "customgrad_error_trace_arg"
+  )
+})
+
+test_that("gradients of gradients are traced too: a replay runs no R", {
+  skip_if_no_backend()
+  d1 <- op_grad(function(x) sum(sin(x)))
+  d2 <- op_grad(function(x) sum(d1(x)))
+  x <- c(0.5, 1, 2)
+  expect_tensor(d2(x), -sin(x), tolerance = 1e-5)
+  before <- r_calls_so_far()
+  expect_tensor(d2(x + 1), -sin(x + 1), tolerance = 1e-5)
+  expect_identical(r_calls_so_far(), before)
+})
+
+test_that("arguments named in any order, or through `...`, get their own gradients", {
+  skip_if_no_backend()
+  g <- op_grad(function(x, y) sum(x^2 * y), wrt = 1:2)
+  out <- g(x = c(1, 2), y = c(3, 4))
+  expect_tensor(out$x, 2 * c(1, 2) * c(3, 4))
+  swapped <- g(y = c(1, 2), x = c(3, 4))
+  # R matches the arguments to f's, so they are named as in f.
+  expect_tensor(swapped$y, c(3, 4)^2)
+  expect_tensor(swapped$x, 2 * c(3, 4) * c(1, 2))
+  # Through `...`, the names are part of the signature.
+  dots <- op_grad(function(...) sum(list(...)$a^2))
+  expect_tensor(dots(a = 3, b = 1), 6)
+  expect_tensor(dots(b = 3, a = 1), 0)
+})

@@ -21,12 +21,13 @@ import collections
 import keras
 
 from customgrad import _backend, _bridge, _messages
+from customgrad._keras_internals import any_symbolic_tensors, symbolic_call
 from customgrad._structure import flatten, unflatten
+from customgrad._traced_function import GradientOp, TracedFunction
 from customgrad.errors import DtypeError, NotScalarError, UpstreamError
 
 __all__ = [
     "DtypeError",
-    "backend_compiles",
     "NotScalarError",
     "UpstreamError",
     "compile_function",
@@ -36,23 +37,44 @@ __all__ = [
 ]
 
 
-def value_and_grad(fn, positions=None, backend=None):
-    """Return ``call(upstream, *args)`` for the R ``fn``, which replies
+def value_and_grad(fn, positions=None, backend=None, wrt=None):
+    """Return ``call(upstream, *args)`` for ``fn``, which replies
     :func:`_messages.value_and_grad_reply`.
 
-    ``fn(*args)`` returns the value, a nest of tensors.  With ``upstream``
-    None the value must be one tensor with one element; otherwise
-    ``upstream`` has the value's nesting and shapes, and ``grads`` is the
-    vector-Jacobian product.  ``grads`` has one entry per argument, each
+    ``fn(*args)`` returns the value, a nest of tensors: an R callback, or a
+    :class:`_traced_function.TracedFunction`, called as it is.  With
+    ``upstream`` None the value must be one tensor with one element;
+    otherwise ``upstream`` has the value's nesting and shapes, and
+    ``grads`` is the vector-Jacobian product.  ``wrt`` (0-based) are the
+    arguments differentiated, all of them if None; the others reach ``fn``
+    as they are.  ``grads`` has one entry per argument differentiated, each
     with its argument's nesting.  ``positions`` (1-based argument positions
-    in the R call) name the arguments in error messages.
+    in the R call) name those arguments in error messages.
+
+    Called on Keras symbolic tensors (another function being traced), the
+    call is recorded as one :class:`_traced_function.GradientOp` node.
     """
     vjp = vjp_for(backend)
+    if isinstance(fn, TracedFunction):
+        run = fn
+    else:
 
-    def call(upstream, *args):
-        leaves, spec = flatten(list(args))
+        def run(*args):
+            return _bridge.call_r(fn, *args)
+
+    def concrete(upstream, *args):
+        args = list(args)
+        which = range(len(args)) if wrt is None else list(wrt)
+        leaves, spec = flatten([args[i] for i in which])
         tensors = differentiable_inputs(leaves, spec, positions)
-        flat_fn, out = flat_function(fn, spec)
+        out = {}
+
+        def flat_fn(*flat):
+            full = list(args)
+            for i, arg in zip(which, unflatten(spec, list(flat))):
+                full[i] = arg
+            value_leaves, out["spec"] = flatten(run(*full))
+            return [_bridge.to_tensor(v) for v in value_leaves]
 
         def make_upstream(values):
             return _upstream_tensors(upstream, values, out["spec"])
@@ -62,11 +84,18 @@ def value_and_grad(fn, positions=None, backend=None):
             unflatten(out["spec"], list(values)), unflatten(spec, list(grads))
         )
 
+    def call(upstream, *args):
+        if any_symbolic_tensors([upstream, list(args)]):
+            traced = fn if isinstance(fn, TracedFunction) else None
+            return symbolic_call(GradientOp(concrete, traced, wrt), upstream, *args)
+        return concrete(upstream, *args)
+
     return call
 
 
 def flat_function(fn, spec):
-    """Wrap ``fn`` into a function of flat tensors returning flat tensors."""
+    """Wrap the R ``fn`` into a function of flat tensors returning flat
+    tensors."""
     out = {}
 
     def flat_fn(*flat):
@@ -157,49 +186,51 @@ def restore_float64(previous):
     _backend.adapter(backend).restore_float64(state)
 
 
-def backend_compiles(backend=None):
-    """Whether :func:`compile_function` compiles (else it runs eagerly)."""
-    return _backend.adapter(backend).COMPILES
-
-
 # --- Compiled calls -----------------------------------------------------------
 
 
 def compile_function(fn, backend=None):
-    """Compile the R ``fn`` with the backend's tracer: R runs while tracing.
-
-    TensorFlow: ``tf.function``; JAX: ``jax.jit``; PyTorch: the plain call
-    (eager).  Returns ``call(args, kwargs=None)``, which calls ``fn(*args,
-    **kwargs)`` compiled.  Arguments and the result are nests of tensors;
-    the key order of dicts is kept (``jax.jit`` would sort it).
+    """Compile ``fn``, a :class:`_traced_function.TracedFunction`, with the
+    backend's compiler: ``tf.function`` on TensorFlow, ``jax.jit`` on JAX;
+    on PyTorch the replay runs as it is.  Returns ``call(args)``, which
+    calls ``fn(*args)`` compiled.  Arguments and the result are nests of
+    tensors, with :class:`_structure.Static` markers among the arguments:
+    one compiled function per nesting (markers included), of the flat
+    tensors, so that the compilers see tensors only.
     """
-    compiled = _backend.adapter(backend).compile(_Traced(fn))
+    adapter = _backend.adapter(backend)
+    compiled = collections.OrderedDict()  # nesting's key -> compiled function
 
-    def call(args, kwargs=None):
-        args = [_ordered_dicts(a) for a in args]
-        kwargs = {k: _ordered_dicts(v) for k, v in (kwargs or {}).items()}
-        return _plain_dicts(compiled(*args, **kwargs))
+    def call(args):
+        leaves, spec = flatten(list(args))
+        run = compiled.get(spec.key)
+        if run is None:
+            if len(compiled) >= _MAX_COMPILED:
+                compiled.popitem(last=False)
+            run = compiled[spec.key] = adapter.compile(_Flat(fn, spec))
+        return _plain_dicts(run(*leaves))
 
     return call
 
 
-class _Traced:
-    """The function the backend traces: calls the R ``fn``.
+# Compiled functions kept per compiled R function (one per nesting).
+_MAX_COMPILED = 32
 
-    An object rather than a closure: ``tf.function`` counts retracing per
-    code object, and would take the traces of all compiled R functions for
-    retracing of one.
-    """
 
-    def __init__(self, fn):
+class _Flat:
+    """``fn`` as a function of the flat tensors of arguments nested as
+    ``spec``.  An object rather than a closure: ``tf.function`` counts
+    retracing per code object, and would take the traces of all compiled R
+    functions for retracing of one."""
+
+    def __init__(self, fn, spec):
         self._fn = fn
+        self._spec = spec
 
-    def __call__(self, *args, **kwargs):
-        args = [_plain_dicts(a) for a in args]
-        kwargs = {k: _plain_dicts(v) for k, v in kwargs.items()}
-        value = _bridge.call_r(lambda *a: self._fn(*a, **kwargs), *args)
-        leaves, spec = flatten(value)
-        return _ordered_dicts(unflatten(spec, [_bridge.to_tensor(v) for v in leaves]))
+    def __call__(self, *leaves):
+        value = self._fn(*unflatten(self._spec, list(leaves)))
+        out, spec = flatten(value)
+        return _ordered_dicts(unflatten(spec, [_bridge.to_tensor(v) for v in out]))
 
 
 def _ordered_dicts(tree):

@@ -7,8 +7,8 @@ interface, and nothing else in the package asks which backend is active:
   (see ``_trace``); ``FILL_NONE``: whether a missing gradient must be
   zeros; ``finish(call)``: what the backend needs around a callable.
 * ``vjp(flat_fn, xs, make_upstream)``: values and vector-Jacobian product.
-* ``compile(fn)`` and ``COMPILES``: the backend's tracing compiler, or the
-  function itself where there is none.
+* ``compile(fn)``: the backend's tracing compiler, or the function itself
+  where there is none.
 * ``no_grad()``: a context without autograd recording.
 * ``GRAD_GETS_VARIABLES``: whether the backend hands ``grad`` the
   variables ``f`` read (TensorFlow's ``variables=``).

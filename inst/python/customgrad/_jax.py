@@ -15,7 +15,6 @@ from customgrad import _bridge, _keras_internals
 
 FILL_NONE = True
 # jax.jit traces R once per signature.
-COMPILES = True
 # JAX never hands grad variables.
 GRAD_GETS_VARIABLES = False
 

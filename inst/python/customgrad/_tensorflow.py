@@ -17,7 +17,6 @@ from customgrad.errors import VariablesError
 # A gradient TensorFlow does not need may stay None.
 FILL_NONE = False
 # tf.function traces R once per signature.
-COMPILES = True
 # TensorFlow hands grad the variables f read (variables=).
 GRAD_GETS_VARIABLES = True
 

@@ -18,8 +18,6 @@ import torch
 from customgrad import _bridge, _keras_internals
 
 FILL_NONE = False
-# PyTorch's compiler can't trace through R: compiled functions run eagerly.
-COMPILES = False
 # PyTorch never hands grad variables.
 GRAD_GETS_VARIABLES = False
 
@@ -147,7 +145,7 @@ def _input(x, keep_history):
 
 
 def compile(fn):
-    """``fn`` itself (see ``COMPILES``)."""
+    """``fn`` itself: PyTorch's compiler is not used."""
     return fn
 
 

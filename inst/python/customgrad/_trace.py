@@ -124,7 +124,34 @@ class _Fallback:
         self.reason = reason
 
 
-class Traced:
+class TraceCache:
+    """The traces of one function, at most ``max_traces``, oldest dropped
+    first (R is warned once, with ``warn_retrace``), found by signature or
+    by :func:`inputs_key`: a trace is made on symbolic copies of the inputs,
+    so it serves eager and symbolic inputs of the same nesting, shapes and
+    dtypes alike.  Subclasses set ``cache`` (an OrderedDict), ``by_inputs``
+    (a dict), ``max_traces``, ``traces``, ``warned`` and ``warn_retrace``."""
+
+    def cached(self, key, flat, in_spec):
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self.by_inputs.get(inputs_key(flat, in_spec))
+        return entry
+
+    def store(self, key, flat, in_spec, entry):
+        if len(self.cache) >= self.max_traces:
+            _, dropped = self.cache.popitem(last=False)
+            self.by_inputs = {
+                k: e for k, e in self.by_inputs.items() if e is not dropped
+            }
+            if not self.warned and self.warn_retrace is not None:
+                self.warned = True
+                _bridge.call_r(self.warn_retrace, self.traces)
+        self.cache[key] = entry
+        self.by_inputs[inputs_key(flat, in_spec)] = entry
+
+
+class Traced(TraceCache):
     """Replay traces per input signature; fall back to :class:`RCalls`.
 
     ``notify(reason)`` is R's callback for the first trace that failed: it
@@ -151,6 +178,7 @@ class Traced:
         self.strict = strict
         self.max_traces = max_traces
         self.cache = OrderedDict()  # signature -> _Trace or _Fallback
+        self.by_inputs = {}  # inputs_key() -> the same, any input kind
         # Traces made on symbolic inputs with unknown dimensions (a model's
         # batch size) serve every size of those dimensions.
         self.general = {}  # general_key -> [_Trace]
@@ -167,7 +195,7 @@ class Traced:
             # again, so it gets a trace of its own.
             entry = self._trace(key, flat, in_spec, keep=False)
         else:
-            entry = self.cache.get(key) or self._general_match(key, flat, in_spec)
+            entry = self._lookup(key, flat, in_spec)
             if entry is None:
                 entry = self._trace(key, flat, in_spec)
         return self.run(entry, flat, in_spec)
@@ -196,7 +224,7 @@ class Traced:
                     # function itself, replayed when the trace is done.
                     return pending
             return self._trace(key, flat, in_spec, keep=False)
-        entry = self.cache.get(key) or self._general_match(key, flat, in_spec)
+        entry = self._lookup(key, flat, in_spec)
         if entry is None:
             entry = self._trace(key, flat, in_spec)
         return entry
@@ -257,14 +285,17 @@ class Traced:
             raise TraceError(reason=entry.reason)
         if not keep:
             return entry
-        if len(self.cache) >= self.max_traces:
-            self.cache.popitem(last=False)
-            if not self.warned and self.warn_retrace is not None:
-                self.warned = True
-                _bridge.call_r(self.warn_retrace, self.traces)
-        self.cache[key] = entry
+        self.store(key, flat, in_spec, entry)
         if isinstance(entry, _Trace) and entry.is_general:
             self.add_general(in_spec, entry)
+        return entry
+
+    def _lookup(self, key, flat, in_spec):
+        """The cached entry for these inputs (see :class:`TraceCache`), or
+        a general trace they fit, or None."""
+        entry = self.cached(key, flat, in_spec)
+        if entry is None:
+            entry = self._general_match(key, flat, in_spec)
         return entry
 
     def add_trace(self, entry):
@@ -355,6 +386,16 @@ def signature(flat, in_spec):
         in_spec.key,
         keras.config.floatx(),
         tuple((type(x), x.shape, x.dtype) for x in flat),
+    )
+
+
+def inputs_key(flat, in_spec):
+    """A signature without the inputs' kinds: what the trace itself
+    depends on (it runs on symbolic copies of the inputs)."""
+    return (
+        in_spec.key,
+        keras.config.floatx(),
+        tuple((_bridge.static_shape(x), _dtype(x)) for x in flat),
     )
 
 

@@ -1,0 +1,111 @@
+"""op_grad()'s traced functions: R's f (here a Python stand-in) runs once
+per signature, then the replay runs under the backend's autodiff."""
+
+import keras
+import numpy as np
+import pytest
+
+from customgrad import _autodiff, _messages
+from customgrad._structure import Static
+from customgrad._traced_function import TracedFunction
+from customgrad.errors import NotScalarError, TraceError
+
+
+class CountedF:
+    """A stand-in for R's f: sum(x^3) (times 2 if the option says so),
+    counting its calls; ``fail`` makes it reply trace-failed while traced."""
+
+    def __init__(self, fail=False):
+        self.calls = 0
+        self.fail = fail
+
+    def __call__(self, x, *rest, tracing=False):
+        self.calls += 1
+        if tracing and self.fail:
+            return {_messages.TRACE_FAILED: "It read a value."}
+        scale = 2.0 if rest and isinstance(rest[0], Static) and rest[0].key == "double" else 1.0
+        return keras.ops.sum(x * x * x) * scale
+
+
+def grad(fn, *args, wrt=None):
+    call = _autodiff.value_and_grad(fn, positions=[1], wrt=wrt)
+    out = call(None, *[keras.ops.convert_to_tensor(a) if not isinstance(a, Static) else a for a in args])
+    return keras.ops.convert_to_numpy(out["grad"][0])
+
+
+def test_runs_f_once_per_signature_then_replays():
+    f = CountedF()
+    traced = TracedFunction(f)
+    for x in ([1.0, 2.0], [3.0, -1.0]):
+        np.testing.assert_allclose(grad(traced, x), 3 * np.square(x), rtol=1e-6)
+    assert f.calls == 1
+    grad(traced, [1.0, 2.0, 3.0])
+    assert f.calls == 2
+    assert traced.n_cached == 2
+
+
+def test_a_static_argument_is_part_of_the_signature():
+    f = CountedF()
+    traced = TracedFunction(f)
+    x = [1.0, 2.0]
+    np.testing.assert_allclose(grad(traced, x, Static("once"), wrt=[0]), 3 * np.square(x))
+    np.testing.assert_allclose(grad(traced, x, Static("double"), wrt=[0]), 6 * np.square(x))
+    grad(traced, x, Static("double"), wrt=[0])
+    assert f.calls == 2
+
+
+def test_a_failed_trace_calls_r_every_time_and_tells_once():
+    f = CountedF(fail=True)
+    told = []
+    traced = TracedFunction(f, notify=told.append)
+    for _ in range(3):
+        np.testing.assert_allclose(grad(traced, [2.0]), [12.0], rtol=1e-6)
+    assert told == ["It read a value."]
+    assert f.calls == 4  # the failed trace, then every call
+
+
+def test_strict_raises_and_false_never_traces():
+    with pytest.raises(TraceError):
+        grad(TracedFunction(CountedF(fail=True), trace="strict"), [1.0])
+    f = CountedF()
+    untraced = TracedFunction(f, trace=False)
+    grad(untraced, [1.0])
+    grad(untraced, [1.0])
+    assert f.calls == 2 and untraced.n_cached == 0
+
+
+def test_past_max_traces_the_oldest_goes_and_r_is_warned_once():
+    warned = []
+    traced = TracedFunction(CountedF(), warn_retrace=warned.append, max_traces=2)
+    for n in (1, 2, 3, 4):
+        grad(traced, [1.0] * n)
+    assert traced.n_cached == 2
+    assert warned == [3]
+
+
+class RaisesWhileTraced(CountedF):
+    """R's f raising one of customgrad's errors on symbolic tensors only
+    (``always``: on every call, an error that is f's own)."""
+
+    def __init__(self, always=False):
+        super().__init__()
+        self.always = always
+
+    def __call__(self, x, *rest, tracing=False):
+        self.calls += 1
+        if self.always or isinstance(x, keras.KerasTensor):
+            raise NotScalarError(shapes=["(2)"])
+        return keras.ops.sum(x * x * x)
+
+
+def test_an_error_only_while_traced_falls_back_and_f_s_own_error_is_raised():
+    told = []
+    f = RaisesWhileTraced()
+    traced = TracedFunction(f, notify=told.append)
+    np.testing.assert_allclose(grad(traced, [2.0]), [12.0], rtol=1e-6)
+    np.testing.assert_allclose(grad(traced, [1.0]), [3.0], rtol=1e-6)
+    assert len(told) == 1 and traced.n_cached == 1
+    failing = TracedFunction(RaisesWhileTraced(always=True), notify=told.append)
+    with pytest.raises(NotScalarError):
+        grad(failing, [2.0])
+    assert failing.n_cached == 0 and len(told) == 1
