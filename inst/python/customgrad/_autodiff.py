@@ -20,7 +20,7 @@ import collections
 
 import keras
 
-from customgrad import _backend, _bridge, _messages
+from customgrad import _backend, _bridge, _memory, _messages
 from customgrad._keras_internals import any_symbolic_tensors, symbolic_call
 from customgrad._structure import flatten, unflatten
 from customgrad._traced_function import GradientOp, TracedFunction
@@ -88,7 +88,10 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None):
         if any_symbolic_tensors([upstream, list(args)]):
             traced = fn if isinstance(fn, TracedFunction) else None
             return symbolic_call(GradientOp(concrete, traced, wrt), upstream, *args)
-        return concrete(upstream, *args)
+        # Called from R, which holds the result until its collector runs:
+        # counted, so that R collects before such results pile up (_memory).
+        _memory.at_boundary()
+        return _memory.handed_to_r(concrete(upstream, *args))
 
     return call
 
@@ -202,13 +205,14 @@ def compile_function(fn, backend=None):
     compiled = collections.OrderedDict()  # nesting's key -> compiled function
 
     def call(args):
+        _memory.at_boundary()  # as in value_and_grad()
         leaves, spec = flatten(list(args))
         run = compiled.get(spec.key)
         if run is None:
             if len(compiled) >= _MAX_COMPILED:
                 compiled.popitem(last=False)
             run = compiled[spec.key] = adapter.compile(_Flat(fn, spec))
-        return _plain_dicts(run(*leaves))
+        return _memory.handed_to_r(_plain_dicts(run(*leaves)))
 
     return call
 
