@@ -244,7 +244,14 @@ grad_transform_forward <- function(state, ..., tracing = FALSE) {
 # `g(x = a, y = b)` and `g(y = b, x = a)` replay traces of their own.
 with_names_marker <- function(inputs, args, state) {
   arg_names <- names(args) %||% character(length(args))
-  c(unname(inputs), list(static_input(arg_names, state)))
+  # Made once per set of names: a step's call skips hashing them again.
+  kept <- identical(state$marked_names, arg_names) &&
+    exists(state$names_marker$key, envir = state$statics, inherits = FALSE)
+  if (!kept) {
+    state$names_marker <- static_input(arg_names, state)
+    state$marked_names <- arg_names
+  }
+  c(unname(inputs), list(state$names_marker))
 }
 
 # The arguments from Python, named again, R values back in place of markers.
