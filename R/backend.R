@@ -13,6 +13,10 @@
 #' @param backend A backend name; by default the one chosen with
 #'   [keras3::use_backend()] (or the `KERAS_BACKEND` environment variable).
 #' @returns `TRUE` or `FALSE`.
+#' @seealso [keras3::use_backend()] and [keras3::config_backend()] to choose
+#'   and report the backend; [customgrad_config()] for the Python in use,
+#'   why, and what each backend sees; [keras3::install_keras()] to set up a
+#'   Python.
 #' @export
 #' @examples
 #' backend_available()

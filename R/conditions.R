@@ -1,6 +1,6 @@
 # Conditions: customgrad's own errors, and R conditions that come back
 # through Python. Every error class is listed once, in `error_classes`; the
-# table in ?customgrad-errors is made from it.
+# table in ?customgrad_errors is made from it.
 
 #' Errors customgrad signals
 #'
@@ -13,7 +13,8 @@
 #' `rlang::abort()`) come back with their own classes, unchanged.
 #'
 #' @eval rd_error_table()
-#' @name customgrad-errors
+#' @name customgrad_errors
+#' @aliases customgrad-errors
 #' @keywords internal
 #' @examplesIf customgrad::backend_available()
 #' library(keras3)
@@ -67,6 +68,7 @@ error_classes <- c(
   f = "The backend raised an error while `f` ran (wrong input types, say); the backend's error is the parent, and its Python classes stay among the error's.",
   grad = "The backend raised an error while the gradient function ran; the backend's error is the parent, and its Python classes stay among the error's.",
   recursion = "Custom-gradient functions called each other (or themselves) so deep that R's C stack would run out: unbounded recursion.",
+  transform = "A transform can't honour a custom gradient: forward mode (a Jacobian-vector product), TensorFlow's `vectorized_map()`, or batching a function that R runs at every call.",
   internal = "R and Python disagreed about a message between them: a bug in customgrad, please report it."
 )
 
@@ -379,6 +381,24 @@ python_error_message <- function(class, d) {
       "Custom-gradient functions can't be nested {d$depth} levels deep.",
       "x" = "The limit is {d$limit} levels: a function that calls itself without end?",
       "i" = "Stop the recursion with a condition that R decides, such as a depth counter."
+    ),
+    transform = switch(
+      d$kind,
+      forward = c(
+        "A custom gradient can't be used in forward mode ({d$transform}).",
+        "x" = "Its rule gives vector-Jacobian products (reverse mode); a Jacobian-vector product would ignore it.",
+        "i" = "Differentiate in reverse mode: {.fn op_grad}, {d$reverse}."
+      ),
+      pfor = c(
+        "TensorFlow's {.code vectorized_map()} can't use a custom gradient.",
+        "x" = "Its vectorised graph differentiates the forward operations and drops the custom rule.",
+        "i" = "Map with {.fn op_map} (a loop that keeps the rule), or use the JAX or PyTorch backend, whose {.code vmap} keeps it."
+      ),
+      c(
+        "A custom-gradient function that R runs at every call can't be batched by {d$transform}.",
+        "x" = "It could not be traced, so R would run on the transform's tensors.",
+        "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers) so that it traces, or map with {.fn op_map}."
+      )
     ),
     trace = c(
       "{.arg f} can't be traced, and tracing is strict.",

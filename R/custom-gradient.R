@@ -214,12 +214,12 @@
 #'   `vignette("custom-gradients")`, `vignette("gradients")`.
 #' @export
 #' @examplesIf customgrad::backend_available()
-#' # log(1 + exp(x)), with a gradient that stays 1 for large x, where the
-#' # naive one is NaN (past x = 88 in float32).
+#' # log(1 + exp(x)), with a value and a gradient that are finite for every
+#' # x; the naive formula's gradient is NaN past x = 88 in float32
+#' # (vignette("from-zero") tells why).
 #' log1pexp <- op_custom_gradient(\(x) {
-#'   e <- op_exp(x)
-#'   grad <- function(upstream) op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
-#'   tuple(op_log(1 + e), grad)
+#'   grad <- function(upstream) upstream / (1 + op_exp(-x))
+#'   tuple(op_relu(x) + op_log1p(op_exp(-op_abs(x))), grad)
 #' })
 #' log1pexp(2)
 #'

@@ -3,7 +3,7 @@
 #' Write a custom gradient once, in R, with [op_custom_gradient()], and use
 #' it on the TensorFlow, JAX and PyTorch backends of Keras 3.
 #' `vignette("troubleshooting")` gathers the common errors, what they mean
-#' and how to fix them; [customgrad-errors] lists every error class.
+#' and how to fix them; [customgrad_errors] lists every error class.
 #'
 #' @section Built on keras3:
 #' `library(customgrad)` attaches keras3: its `op_*()` functions, `tuple()`,
@@ -58,16 +58,16 @@
 #' R holds a tensor until its garbage collector runs, and R does not know
 #' a tensor's size. So customgrad runs a minor `gc()` (a few ms) at the
 #' start of a custom-gradient call once, since the last collection, the
-#' tensors it handed to R or the process's memory (on Linux: glibc's bytes
-#' in use, TensorFlow's allocator and the resident set) grew past
-#' `getOption("customgrad.gc_threshold_mb", 64)` megabytes; a full one
-#' when a minor one kept more than half the threshold, or memory grew by
-#' eight times the option since the last full one. The threshold doubles after
-#' each collection that needed no full one, up to four times the option.
-#' An eager loop over 1e7-element tensors then peaks within about 2x the
-#' memory of the same loop in Python (`make bench` measures it); a lower
-#' threshold holds less for more collections. Set the option before the
-#' first customgrad call.
+#' tensors it handed to R, or the memory in use on the backend's device,
+#' grew past `getOption("customgrad.gc_threshold_mb", 64)` megabytes; a
+#' full one when the minor one kept more than half of that. The device's
+#' memory is what the backend counts: TensorFlow's allocator on a GPU,
+#' PyTorch's on CUDA and MPS, JAX's on GPU and TPU and its live arrays on
+#' a CPU. On a CPU, TensorFlow and PyTorch count nothing: glibc's count
+#' stands in on Linux, and elsewhere the tensors customgrad hands to R
+#' bound what R holds. A lower threshold holds
+#' less for more collections; `make bench` measures both. Set the option
+#' before the first customgrad call.
 #'
 #' A custom-gradient function holds what its `f` captured until R's
 #' collector releases the function, with its Python callable and traces; a

@@ -50,7 +50,16 @@
 #' @param local_devices How many CPU devices this process splits its CPU
 #'   into, or `NULL` for the backend's default (one CPU device; on GPUs
 #'   and TPUs, leave it `NULL`: each accelerator is a device).
-#' @returns The settings, invisibly.
+#' @returns Invisibly, the settings as a list: `num_processes` and
+#'   `process_id` (integers), `coordinator` (the `"host:port"` string,
+#'   `"127.0.0.1:12355"` unless given or set in
+#'   `KERAS_DISTRIBUTION_JOB_ADDRESSES`) and `local_devices` (an integer, or
+#'   `NULL` for the backend's default).
+#' @seealso [keras3::use_backend()], to call first;
+#'   [customgrad_config()] for the devices each backend sees;
+#'   `vignette("training")`, "When one machine is not enough", and the
+#'   script `system.file("examples", "distributed-train.R", package =
+#'   "customgrad")` for a run over several processes.
 #' @export
 #' @examples
 #' # Launched alone: one process on its default devices, nothing to arrange.

@@ -60,9 +60,8 @@
 #' @examplesIf customgrad::backend_available()
 #' # A right custom gradient passes ...
 #' log1pexp <- op_custom_gradient(\(x) {
-#'   e <- op_exp(x)
-#'   grad <- function(upstream) op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
-#'   tuple(op_log(1 + e), grad)
+#'   grad <- function(upstream) upstream / (1 + op_exp(-x))
+#'   tuple(op_relu(x) + op_log1p(op_exp(-op_abs(x))), grad)
 #' })
 #' gradcheck(log1pexp, c(-2, 0, 3))
 #'

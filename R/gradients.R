@@ -108,9 +108,8 @@
 #'
 #' # A custom gradient is used: log(1 + exp(x)) has gradient 1 at x = 100.
 #' log1pexp <- op_custom_gradient(\(x) {
-#'   e <- op_exp(x)
-#'   grad <- function(upstream) op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
-#'   tuple(op_log(1 + e), grad)
+#'   grad <- function(upstream) upstream / (1 + op_exp(-x))
+#'   tuple(op_relu(x) + op_log1p(op_exp(-op_abs(x))), grad)
 #' })
 #' op_grad(log1pexp)(100)
 #'
@@ -246,9 +245,12 @@ with_names_marker <- function(inputs, args, state) {
   arg_names <- names(args) %||% character(length(args))
   # Made once per set of names: a step's call skips hashing them again.
   kept <- identical(state$marked_names, arg_names) &&
-    exists(state$names_marker$key, envir = state$statics, inherits = FALSE)
+    exists(state$names_marker_key, envir = state$statics, inherits = FALSE)
   if (!kept) {
-    state$names_marker <- static_input(arg_names, state)
+    marker <- static_input(arg_names, state)
+    # Converted once: r_to_py() of a marker costs more than the step.
+    state$names_marker <- reticulate::r_to_py(marker)
+    state$names_marker_key <- marker$key
     state$marked_names <- arg_names
   }
   c(unname(inputs), list(state$names_marker))

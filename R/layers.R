@@ -78,9 +78,8 @@
 #' before <- autograph_files()
 #' }
 #' log1pexp <- op_custom_gradient(\(x) {
-#'   e <- op_exp(x)
-#'   grad <- function(upstream) op_multiply(upstream, 1.0 - 1.0 / op_add(1, e))
-#'   tuple(op_log(1 + e), grad)
+#'   grad <- function(upstream) upstream / (1 + op_exp(-x))
+#'   tuple(op_relu(x) + op_log1p(op_exp(-op_abs(x))), grad)
 #' })
 #'
 #' inputs <- keras_input(shape = 3)

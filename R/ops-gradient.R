@@ -60,9 +60,17 @@
 #'   saved traces only.
 #' @param object,... For the `layer_*()` forms: what to compose the layer
 #'   with, and `name`, `dtype`, `trainable`, as in [layer_custom_gradient()].
-#' @returns The result of the operation, a tensor; for `layer_*()`, as
-#'   keras3's `layer_*()` functions.
-#' @name gradient-ops
+#' @returns For `op_*()`, a tensor: the operation's value, which is `x`'s
+#'   own for the reversal, the scale and the clips. For `layer_*()`, as
+#'   keras3's `layer_*()` functions: the layer if `object` is missing, the
+#'   model it was added to if `object` is a model, or the layer's output if
+#'   `object` is a tensor.
+#' @seealso [op_custom_gradient()] to write your own;
+#'   [layer_custom_gradient()] for a layer of any custom-gradient function;
+#'   [gradcheck()]; [keras3::op_stop_gradient()]; `vignette("techniques")`
+#'   for each op in a trained model.
+#' @name gradient_ops
+#' @aliases gradient-ops
 #' @examplesIf customgrad::backend_available()
 #' library(keras3)
 #' # The value passes through; the gradient is reversed and scaled by 0.5.
@@ -115,7 +123,7 @@
 #' op_grad(\(x) op_sum(halve(x)))(x32) # 0.5, 0.5
 NULL
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 op_gradient_reversal <- function(x, lambda = 1) {
   check_required(x)
@@ -126,7 +134,7 @@ op_gradient_reversal <- function(x, lambda = 1) {
   apply_ready_made(ready_made_op("gradient_reversal", lambda = lambda), x)
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 op_gradient_scale <- function(x, scale) {
   check_required(x)
@@ -134,7 +142,7 @@ op_gradient_scale <- function(x, scale) {
   apply_ready_made(ready_made_op("gradient_scale", scale = scale), x)
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 op_gradient_clip_value <- function(x, min, max) {
   check_required(x)
@@ -144,7 +152,7 @@ op_gradient_clip_value <- function(x, min, max) {
   apply_ready_made(fn, x)
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 op_gradient_clip_norm <- function(x, max_norm) {
   check_required(x)
@@ -152,28 +160,28 @@ op_gradient_clip_norm <- function(x, max_norm) {
   apply_ready_made(ready_made_op("gradient_clip_norm", max_norm = max_norm), x)
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 op_straight_through <- function(x, f = "sign") {
   check_required(x)
   apply_ready_made(ready_made_op("straight_through", f = f), x)
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 op_log1pexp <- function(x) {
   check_required(x)
   apply_ready_made(ready_made_op("log1pexp"), x)
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 layer_gradient_reversal <- function(object, lambda = 1, ...) {
   object <- if (missing(object)) NULL else object
   ready_made_layer(object, "gradient_reversal", list(lambda = lambda), ...)
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 layer_gradient_scale <- function(object, scale, ...) {
   object <- if (missing(object)) NULL else object
@@ -181,7 +189,7 @@ layer_gradient_scale <- function(object, scale, ...) {
   ready_made_layer(object, "gradient_scale", list(scale = scale), ...)
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 layer_gradient_clip_value <- function(object, min, max, ...) {
   object <- if (missing(object)) NULL else object
@@ -195,7 +203,7 @@ layer_gradient_clip_value <- function(object, min, max, ...) {
   )
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 layer_gradient_clip_norm <- function(object, max_norm, ...) {
   object <- if (missing(object)) NULL else object
@@ -203,7 +211,7 @@ layer_gradient_clip_norm <- function(object, max_norm, ...) {
   ready_made_layer(object, "gradient_clip_norm", list(max_norm = max_norm), ...)
 }
 
-#' @rdname gradient-ops
+#' @rdname gradient_ops
 #' @export
 layer_straight_through <- function(object, f = "sign", ...) {
   object <- if (missing(object)) NULL else object

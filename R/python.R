@@ -259,7 +259,7 @@ state_callback <- function(state, fn) {
 }
 
 # Called from Python when tensors handed to R (or the process's memory)
-# grew past the threshold (customgrad.gc_threshold_mb, adapted: _memory.py)
+# grew past the threshold (customgrad.gc_threshold_mb, see _memory.py)
 # since the last collection: R's
 # references are what keeps them alive. The grad callbacks Python has
 # dropped go first, so that the values of f they hold are garbage now

@@ -10,6 +10,80 @@
 # method keras3 already gives a class (as.array(), t(), `^`, %*%, and str()
 # for JAX arrays) is never replaced: see register_tensor_methods() in zzz.R.
 
+#' R methods for JAX and PyTorch tensors
+#'
+#' The tensorflow R package gives TensorFlow tensors R methods (arithmetic,
+#' math, `[`, printing); customgrad gives the same to the tensors of the
+#' other two backends, so that R code on tensors runs alike on TensorFlow,
+#' JAX and PyTorch: JAX arrays (and the tracers `jax$jit()` and
+#' `jax$grad()` pass), PyTorch tensors, and for arithmetic and math the
+#' Keras variables of those backends. Every method computes with
+#' `keras.ops`, so results are tensors of the active backend, on JAX's
+#' tracers too. A method that keras3, tensorflow or
+#' reticulate already gives a class (keras3's `as.array()`, `t()`, `^` and
+#' `%*%`) is kept, never replaced.
+#'
+#' The methods:
+#'
+#' * Arithmetic and comparison: `+`, `-`, `*`, `/`, `^`, `%%`, `%/%`, `==`,
+#'   `!=`, `<`, `<=`, `>`, `>=`, `&`, `|`, `!`, between tensors, or with an
+#'   R number, vector or array (of the tensor's dtype when both are
+#'   floating point, as the tensorflow package does). An R operand holding
+#'   `NA` is an error of class `customgrad_error_na`: tensors have no `NA`.
+#' * Math: `abs()`, `sign()`, `sqrt()`, `floor()`, `ceiling()`, `trunc()`,
+#'   `round(x, digits)`, `exp()`, `log(x, base)`, `expm1()`, `log1p()`,
+#'   `log2()`, `log10()`, the trigonometric and hyperbolic functions and
+#'   their inverses, `cospi()`, `sinpi()`, `tanpi()`, and `cumsum()` and
+#'   `cumprod()` over the elements in R's order. Another R math function
+#'   (`gamma()`, say) is an error of class `customgrad_error_unsupported_op`.
+#'   TensorFlow tensors get the ones of these that the tensorflow package
+#'   lacks (`tanh()`, `trunc()`, `cumsum()`, ...).
+#' * Summaries: `sum()`, `prod()`, `max()`, `min()`, `range()`, `any()`,
+#'   `all()` and `mean()` of all the elements, as tensors. `na.rm` is
+#'   accepted and ignored.
+#' * Shape: `dim()` (`integer(0)` for a scalar, `NA` for an unknown
+#'   dimension) and `length()`.
+#' * Conversion to R: `as.vector()`, `as.numeric()`, `as.double()`,
+#'   `as.integer()`, `as.logical()`, `as.matrix()`; keras3 gives
+#'   `as.array()`. They copy the values to R, so on a symbolic tensor
+#'   (inside `jax$jit()` or a model), which has none yet, they are an error
+#'   of class `customgrad_error_symbolic_tensor`.
+#' * Subsetting: `x[i]`, `m[2, ]`, `x[x > 0]`: 1-based, with R's rules for
+#'   missing indices and logical masks, through [keras3::op_subset()];
+#'   `drop = FALSE` keeps the dimensions R keeps. A negative index counts
+#'   from the end, as in Python and as the tensorflow package's `[` does:
+#'   `x[-1]` is the last element, not all but the first.
+#' * Printing: `print()` shows a header (backend, shape, dtype) and the
+#'   values as R prints an array, in at most 20 lines: in full up to
+#'   `getOption("customgrad.print_max", 200)` elements, else the corners
+#'   (the first and last rows and columns of the first and last matrices),
+#'   of which alone the values are copied to R. `format()` and `str()` give
+#'   the header; `summary()` (also of a TensorFlow tensor) the header and
+#'   R's summary of the values.
+#'
+#' @returns Each method returns what its generic returns for R values, as a
+#'   tensor where the result is one: arithmetic, math, summaries and `[`
+#'   give tensors; `dim()`, `length()` and the `as.*()` conversions give R
+#'   vectors; `summary()` an object that prints the header and R's summary.
+#' @seealso [keras3::op_subset()], [keras3::op_convert_to_tensor()],
+#'   [keras3::op_convert_to_array()]; the tensorflow package's methods for
+#'   TensorFlow tensors; [op_custom_gradient()], where they are traced.
+#' @name tensor_methods
+#' @examplesIf customgrad::backend_available()
+#' library(keras3)
+#' # The same code on TensorFlow, JAX and PyTorch tensors.
+#' x <- op_convert_to_tensor(matrix(1:6, nrow = 2), "float32")
+#' x * 2 + 1
+#' exp(x) / sum(exp(x))
+#' dim(x)
+#' x[2, ] # 1-based, as R counts
+#' as.numeric(mean(x))
+#' summary(x)
+#'
+#' # A large tensor prints its corners.
+#' op_ones(c(1000, 1000))
+NULL
+
 # The classes that get the methods: JAX arrays and tracers, torch tensors.
 tensor_classes <- c("jax.Array", "jax._src.core.Tracer", "torch.Tensor")
 

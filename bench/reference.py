@@ -1,4 +1,4 @@
-"""The Python side of ``make bench`` (bench/run.R): the README's log1pexp
+"""The Python side of ``make bench`` (bench/run.R): the naive log1pexp
 written with ``keras.ops.custom_gradient``, and the loops that R's are
 compared with, each run alone in its own process.
 
@@ -93,11 +93,13 @@ def report(total, times, steps, **extra):
 
 
 def eager(n, steps, warmup=20):
-    """The loop at n elements after ``warmup`` steps at one element; the
-    memory reported is the peak above the peak of those."""
-    small = eager_step(ops.ones((1,)) * 0.5)
-    for _ in range(warmup):
-        small()
+    """The loop at n elements; at n > 1, after ``warmup`` steps at one
+    element, and the memory reported is the peak above the peak of those.
+    At n = 1 the loop is the first: its first step's trace is timed."""
+    if n > 1:
+        small = eager_step(ops.ones((1,)) * 0.5)
+        for _ in range(warmup):
+            small()
     base = peak_mb()
     step = eager_step(ops.ones((int(n),)) * 0.5)
     times = []

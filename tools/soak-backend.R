@@ -1,8 +1,8 @@
 # One backend's soak for `make soak` (tools/soak.R): eager forward+backward
-# steps of the README's log1pexp on n = 1,000 elements, through the
-# backend's own gradient and through op_grad(). Measures after a full
-# collection at step 2,000 (when caches and allocators have settled) and at
-# the end, and writes one row per route to RESULT_FILE.
+# steps of the naive log1pexp (tests/testthat/eager-loop.R) on n = 1,000
+# elements, through the backend's own gradient and through op_grad().
+# Measures after a full collection at step 2,000 (when caches and
+# allocators have settled) and at the end, and writes one row per route to RESULT_FILE.
 # Usage: Rscript tools/soak-backend.R BACKEND RESULT_FILE [STEPS]
 args <- commandArgs(trailingOnly = TRUE)
 backend <- args[[1]]
@@ -43,7 +43,7 @@ progress <- function(route, i, started) {
   ))
 }
 
-log1pexp <- readme_log1pexp()
+log1pexp <- naive_log1pexp()
 x <- op_convert_to_tensor(seq(-3, 3, length.out = 1000), dtype = "float32")
 # What measure(), progress() and the final check load, loaded before the
 # first measure.

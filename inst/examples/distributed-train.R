@@ -43,9 +43,9 @@ local_batch <- global_batch %/% processes
 in_batch <- (seq_len(n) - 1L) %% global_batch
 rows <- which(in_batch %/% local_batch == id)
 
-log1pexp <- op_custom_gradient(function(x) {
-  e <- op_exp(x)
-  tuple(op_log(1 + e), function(upstream) upstream * (1 - 1 / (1 + e)))
+log1pexp <- op_custom_gradient(\(x) {
+  grad <- function(upstream) upstream / (1 + op_exp(-x))
+  tuple(op_relu(x) + op_log1p(op_exp(-op_abs(x))), grad)
 })
 
 set_random_seed(1)

@@ -1,9 +1,10 @@
-# The README's log1pexp in eager gradient steps. Sourced by the memory
-# tests' child processes (helper-memory.R) and by `make soak`
-# (tools/soak-backend.R), so both measure the loop users write. Needs keras3
-# and customgrad attached.
+# The first README's log1pexp (the naive one, which issue 39's benchmark
+# measures) in eager gradient steps. Sourced by the memory tests, by
+# `make soak` (tools/soak-backend.R) and `make bench` (bench/loop.R), so
+# that all measure the loop users write. Needs keras3 and customgrad
+# attached.
 
-readme_log1pexp <- function() {
+naive_log1pexp <- function() {
   op_custom_gradient(\(x) {
     e <- op_exp(x)
     grad <- function(..., upstream = NULL) {

@@ -194,6 +194,12 @@ error_triggers <- list(
   recursion = function() {
     raise_python_error("RecursionLimitError", depth = 65L, limit = 64L)
   },
+  # Forward mode through a custom gradient (test-transforms.R has the rest).
+  transform = function() {
+    h <- op_custom_gradient(function(x) tuple(x * x, \(upstream) upstream))
+    x <- op_convert_to_tensor(1, "float32")
+    keras$ops$jvp(h, tuple(x), tuple(x))
+  },
   internal = function() {
     raise_python_error("ProtocolError", problem = "a reply without `value`.")
   }
@@ -206,5 +212,6 @@ scrub_python_path <- function(lines) {
 
 # Snapshot variants for messages that name the backend in use.
 snapshot_variant <- function(class) {
-  if (class %in% c("backend_started", "f", "grad")) config_backend() else NULL
+  per_backend <- c("backend_started", "f", "grad", "transform")
+  if (class %in% per_backend) config_backend() else NULL
 }

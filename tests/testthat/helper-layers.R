@@ -1,8 +1,9 @@
 # Helpers for test-layers.R and test-ops-gradient.R: small models, data, and
 # runs in a fresh R process or in plain Python.
 
-# Counts R's runs of f: log1pexp written as in the README, whose f adds 1
-# to `counter$f` each time R runs it (tracing included).
+# Counts R's runs of f: a log1pexp (the naive value, a stable gradient,
+# `grad` in keras3's documented form), whose f adds 1 to `counter$f` each
+# time R runs it (tracing included).
 counted_log1pexp <- function(counter) {
   counter$f <- 0
   op_custom_gradient(function(x) {

@@ -41,3 +41,70 @@ expect_captured_released <- function(refs, released) {
   )
   expect_identical(gone, c(r = released, python = released))
 }
+
+# A fake device allocator: counts the live bytes of the tensors it is told
+# about (`$track(x)`, returning x) as a GPU's allocator counts what is
+# alive on it, with `$used`, `$peak` and `$reader` (a memory count for
+# customgrad._memory).
+fake_device <- function() {
+  reticulate::py_run_string(
+    "
+class FakeDevice:
+    def __init__(self, nbytes):
+        self.nbytes, self.used, self.peak = nbytes, 0, 0
+
+    def track(self, x):
+        import weakref
+
+        n = self.nbytes(x)
+        self.used += n
+        self.peak = max(self.peak, self.used)
+        weakref.finalize(x, self.release, n)
+        return x
+
+    def release(self, n):
+        self.used -= n
+
+    def reader(self, fresh=False):
+        return self.used
+",
+    local = TRUE,
+    convert = FALSE
+  )$FakeDevice(reticulate::import("customgrad._memory")$`_nbytes`)
+}
+
+# Runs `code` as on macOS or Windows, with none of Linux's probes (glibc's
+# count), and with `device` (a memory count, e.g. a fake_device()'s
+# `$reader`) as the backend's device count where given, and a threshold of
+# `threshold_mb`; restores all after.
+without_linux_probes <- function(threshold_mb, code, device = NULL) {
+  customgrad:::customgrad_py() # registers the default threshold first
+  memory <- reticulate::import("customgrad._memory", convert = FALSE)
+  adapter <- memory$`_backend`$adapter()
+  saved <- list(
+    glibc = reticulate::py_get_attr(memory, "_glibc_in_use"),
+    device = reticulate::py_get_attr(adapter, "device_memory_in_use")
+  )
+  reticulate::py_set_attr(
+    memory,
+    "_glibc_in_use",
+    reticulate::py_eval("lambda: None")
+  )
+  if (!is.null(device)) {
+    reticulate::py_set_attr(adapter, "device_memory_in_use", function() device)
+  }
+  set_threshold <- function(mb) {
+    reticulate::py_set_attr(memory, "_reader", reticulate::r_to_py(list()))
+    memory$set_collector(
+      customgrad:::r_callback(customgrad:::collect_garbage),
+      mb * 2^20
+    )
+  }
+  set_threshold(threshold_mb)
+  on.exit({
+    reticulate::py_set_attr(memory, "_glibc_in_use", saved$glibc)
+    reticulate::py_set_attr(adapter, "device_memory_in_use", saved$device)
+    set_threshold(getOption("customgrad.gc_threshold_mb", 64))
+  })
+  force(code)
+}

@@ -91,7 +91,7 @@ def make_callable(core, adapter):
     for its attributes, and ``output_spec(*args)``, its value's symbolic
     tensors for symbolic ``args``."""
     from customgrad import _memory, _operation, errors
-    from customgrad._keras_internals import any_symbolic_tensors
+    from customgrad._structure import any_symbolic
 
     differentiable = adapter.custom_gradient(core)
     operation = _operation.CustomGradientOp(differentiable, core)
@@ -99,7 +99,7 @@ def make_callable(core, adapter):
     def call(*args):
         # Symbolic Keras tensors (a functional model, another function's
         # trace): record a node in Keras' graph, as keras.ops functions do.
-        if any_symbolic_tensors(args):
+        if any_symbolic(args):
             return _operation.record(operation, adapter, args)
         # R may hold tensors of the code around this call (a loop of
         # jax$grad() from R): collect them if due (_memory).

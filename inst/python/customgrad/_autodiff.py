@@ -21,8 +21,8 @@ import collections
 import keras
 
 from customgrad import _backend, _bridge, _memory, _messages
-from customgrad._keras_internals import any_symbolic_tensors, symbolic_call
-from customgrad._structure import flatten, unflatten
+from customgrad._keras_internals import symbolic_call
+from customgrad._structure import any_symbolic, flatten, unflatten
 from customgrad._traced_function import GradientOp, TracedFunction
 from customgrad.errors import DtypeError, NotScalarError, UpstreamError
 
@@ -85,7 +85,7 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None):
         )
 
     def call(upstream, *args):
-        if any_symbolic_tensors([upstream, list(args)]):
+        if any_symbolic([upstream, list(args)]):
             traced = fn if isinstance(fn, TracedFunction) else None
             return symbolic_call(GradientOp(concrete, traced, wrt), upstream, *args)
         # Called from R, which holds the result until its collector runs:

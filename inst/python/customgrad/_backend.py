@@ -18,7 +18,8 @@ interface, and nothing else in the package asks which backend is active:
 * ``on_main_thread(fn)`` (TensorFlow only; optional): ``fn()`` run on the
   main thread when called from a strategy's replica thread (``_trace``).
 * ``nbytes(x)``: the bytes of a concrete tensor (0 for anything else);
-  ``allocator_in_use()``: a reader of the backend's own allocator, or None.
+  ``device_memory_in_use()``: a reader of the bytes the backend's
+  allocator holds on its default device, or None where it has none.
 """
 
 import importlib

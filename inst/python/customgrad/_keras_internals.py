@@ -31,7 +31,6 @@ INTERNALS = (
     "Node.operation / arguments / outputs",
     "Operation.call",
     "Operation.symbolic_call",
-    "keras.src.backend.any_symbolic_tensors",
     "keras.src.backend.compute_output_spec",
     "keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE",
     "keras.src.utils.naming.auto_name",
@@ -127,18 +126,19 @@ def symbolic_call(operation, *args):
     return operation.symbolic_call(*args)
 
 
-def any_symbolic_tensors(args):
-    """Whether ``args`` (a nest) holds a Keras symbolic tensor, as Keras
-    decides when it records a call.  Relies on
-    ``keras.src.backend.any_symbolic_tensors``."""
-    return _keras_src("backend", "any_symbolic_tensors")(args)
-
-
 def compute_output_spec(fn, *args):
     """The symbolic outputs of ``fn`` on symbolic ``args``, found by running
-    it on the backend's placeholders.  Relies on
+    it on the backend's placeholders (made for the tensors only: JAX can't
+    make one of an argument's ``_structure.Static`` marker).  Relies on
     ``keras.src.backend.compute_output_spec``."""
-    return _keras_src("backend", "compute_output_spec")(fn, *args)
+    from customgrad._structure import flatten, unflatten
+
+    leaves, spec = flatten(list(args))
+
+    def of_leaves(*flat):
+        return fn(*unflatten(spec, list(flat)))
+
+    return _keras_src("backend", "compute_output_spec")(of_leaves, *leaves)
 
 
 # --- Dtypes and names --------------------------------------------------------

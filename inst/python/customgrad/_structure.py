@@ -18,6 +18,8 @@ no spec to write into a saved model's traces (``_saving.py``), which older
 files must still load from.
 """
 
+import keras
+
 
 class Static:
     """A non-tensor argument kept in R, known here by its value's key."""
@@ -86,6 +88,18 @@ LEAF = Spec(None)
 
 # The key of an argument the call did not pass (R's keys are hashes).
 MISSING = "missing"
+
+
+def any_symbolic(tree):
+    """Whether a nest (lists, tuples, dicts) holds a Keras symbolic tensor,
+    as Keras decides when it records a call: a walk without Keras' general
+    ``tree.flatten``, which costs more than a small eager op on every
+    call from R."""
+    if isinstance(tree, (list, tuple)):
+        return any(any_symbolic(v) for v in tree)
+    if isinstance(tree, dict):
+        return any(any_symbolic(v) for v in tree.values())
+    return isinstance(tree, keras.KerasTensor)
 
 
 def is_missing(x):

@@ -9,10 +9,11 @@ flows through that read.  Variables that ``f`` reads itself follow TF's
 import contextlib
 
 import tensorflow as tf
+from tensorflow.python.eager import forwardprop_util
 from tensorflow.python.framework.ops import EagerTensor
 
 from customgrad import _bridge
-from customgrad.errors import VariablesError
+from customgrad.errors import TransformError, VariablesError
 
 # A gradient TensorFlow does not need may stay None.
 FILL_NONE = False
@@ -44,6 +45,15 @@ def custom_gradient(fn):
 
     def call(*args):
         tensors, in_spec = _bridge.flat_inputs(args)
+        if forwardprop_util.pack_tangents(tensors).indices:
+            # A forward accumulator (keras.ops.jvp) watches an input: it
+            # would differentiate the forward operations, not the rule.
+            raise TransformError(
+                kind="forward",
+                transform="tf.autodiff.ForwardAccumulator, keras.ops.jvp()",
+                reverse="tape$gradient()",
+                why="its rule gives vector-Jacobian products only",
+            )
         # Read variables here, outside f: the read is taped and the gradient
         # flows to the variable; only variables f reads itself follow TF's
         # variables= contract.
@@ -53,9 +63,47 @@ def custom_gradient(fn):
         ]
         state, result = _bridge.call_on_stack(calls, inner, tensors, in_spec)
         flat_out = [result] if state["spec"].num_leaves() == 1 else list(result)
+        if _in_pfor():
+            flat_out = [
+                tf.raw_ops.PreventGradient(input=t, message=PFOR_MESSAGE)
+                for t in flat_out
+            ]
         return _bridge.pack(state["spec"], flat_out)
 
     return finish(call)
+
+
+# tf.vectorized_map (pfor) converts the loop body's graph op by op and
+# loses the gradient that tf.custom_gradient attaches: autodiff would
+# differentiate the forward operations instead. So under pfor the value
+# passes through PreventGradient, whose gradient raises with this message
+# (vjp() below makes it a TransformError); the value itself is right.
+PFOR_MESSAGE = (
+    "customgrad_error_transform: TensorFlow's vectorized_map() can't use a "
+    "custom gradient (its vectorised graph drops the rule); map with "
+    "op_map() / tf.map_fn(), or use the JAX or PyTorch backend"
+)
+
+
+def _in_pfor():
+    """Whether this call is traced as pfor's loop body, which pfor builds
+    under the name scope "loop_body" (tensorflow/python/ops/parallel_for/
+    control_flow_ops.py, ``_pfor_impl``; test_adapters checks it)."""
+    if tf.executing_eagerly():
+        return False
+    scope = tf.compat.v1.get_default_graph().get_name_scope()
+    return "loop_body" in scope.split("/")
+
+
+def _pfor_error(error):
+    """A TransformError for PreventGradient's error under pfor, else None."""
+    if isinstance(error, LookupError) and "customgrad_error_transform" in str(error):
+        return TransformError(
+            kind="pfor",
+            transform="TensorFlow's vectorized_map()",
+            why="its vectorised graph drops the rule",
+        )
+    return None
 
 
 def _variable_gradients(var_grads, variables):
@@ -74,6 +122,12 @@ def _variable_gradients(var_grads, variables):
     ]
 
 
+def batching(flat):
+    """None: under TensorFlow's vectorized_map R runs on graph tensors, as
+    in any tf.function, and the gradient is refused (``_in_pfor``)."""
+    return None
+
+
 def finish(call):
     """Inside tf.function, AutoGraph must leave the bridge as it is."""
     return tf.autograph.experimental.do_not_convert(call)
@@ -82,6 +136,16 @@ def finish(call):
 def vjp(flat_fn, xs, make_upstream):
     """Values of ``flat_fn(*xs)`` and the gradients of
     ``sum(upstream * values)``, ``upstream = make_upstream(values)``."""
+    try:
+        return _vjp(flat_fn, xs, make_upstream)
+    except LookupError as error:
+        refused = _pfor_error(error)
+        if refused is None:
+            raise
+        raise refused from None
+
+
+def _vjp(flat_fn, xs, make_upstream):
     with tf.GradientTape() as tape:
         # Distinct tensors per argument, even if the caller passed one
         # tensor twice; an enclosing tape records the identity too.
@@ -138,12 +202,15 @@ def nbytes(x):
     return 0
 
 
-def allocator_in_use():
-    """A function giving the bytes TensorFlow's CPU allocator holds, or None
-    where it has no statistics."""
+def device_memory_in_use():
+    """A function giving the bytes TensorFlow's allocator holds on the
+    device tensors are placed on by default (the first GPU, else the CPU),
+    or None where it keeps no statistics."""
+    gpus = tf.config.list_logical_devices("GPU")
+    device = "GPU:0" if gpus else "CPU:0"
     info = tf.config.experimental.get_memory_info
     try:
-        info("CPU:0")
+        info(device)
     except (ValueError, RuntimeError):
         return None
-    return lambda fresh=False: info("CPU:0")["current"]
+    return lambda: info(device)["current"]

@@ -13,9 +13,11 @@ start instead (``forward_history``), and is not run again.
 
 import contextlib
 
+import keras
 import torch
 
 from customgrad import _bridge, _keras_internals
+from customgrad.errors import TransformError
 
 FILL_NONE = False
 # PyTorch never hands grad variables.
@@ -25,7 +27,7 @@ GRAD_GETS_VARIABLES = False
 class _Call:
     """State of one call: what backward needs from forward."""
 
-    __slots__ = ("fn", "in_spec", "out_spec", "backward", "n_inputs")
+    __slots__ = ("fn", "in_spec", "out_spec", "backward", "n_inputs", "n_outputs")
 
     def __init__(self, fn, in_spec):
         self.fn = fn
@@ -33,15 +35,34 @@ class _Call:
 
 
 class _Function(torch.autograd.Function):
+    """The custom gradient as PyTorch's autograd.Function, in the form
+    torch.func's transforms need (forward without ctx, setup_context): the
+    replay runs PyTorch operations only, so vmap batches forward and
+    backward as they are (generate_vmap_rule). forward returns what
+    backward needs after the value, as setup_context may only save inputs
+    and outputs."""
+
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, call, *flat):
+    def forward(call, *flat):
         leaves, call.out_spec, saved, call.backward = call.fn.forward(
             list(flat), call.in_spec
         )
-        call.n_inputs = len(flat)
+        call.n_inputs, call.n_outputs = len(flat), len(leaves)
+        # Views: with setup_context, an input returned as it is can't be
+        # saved (an identity's value), nor an output (what grad keeps).
+        inputs = {id(x) for x in flat}
+        leaves = [v.view_as(v) if id(v) in inputs else v for v in leaves]
+        return (*leaves, *(s.view_as(s) for s in saved))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        call = inputs[0]
         ctx.call = call
-        ctx.save_for_backward(*flat, *saved)
-        return tuple(leaves)
+        saved = output[call.n_outputs :]
+        ctx.mark_non_differentiable(*saved)
+        ctx.save_for_backward(*inputs[1:], *saved)
 
     @staticmethod
     def backward(ctx, *upstream):
@@ -54,8 +75,17 @@ class _Function(torch.autograd.Function):
             # history. R's f ran with autograd on (forward_history()), so
             # what its grad captured carries history already.
             _, _, saved, backward = call.fn.forward(flat, call.in_spec)
-        grads = backward(list(upstream), saved)
+        grads = backward(list(upstream[: call.n_outputs]), saved)
         return (None, *grads)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise TransformError(
+            kind="forward",
+            transform="torch.func.jvp(), torch.func.jacfwd(), keras.ops.jvp()",
+            reverse="backward(), torch.func.vjp()",
+            why="its rule gives vector-Jacobian products only",
+        )
 
 
 def custom_gradient(fn):
@@ -71,7 +101,7 @@ def custom_gradient(fn):
             result = _Function.apply(state, *tensors)
         finally:
             _recording.pop()
-        return _bridge.pack(state.out_spec, list(result))
+        return _bridge.pack(state.out_spec, list(result[: state.n_outputs]))
 
     return call
 
@@ -104,6 +134,12 @@ def vjp(flat_fn, xs, make_upstream):
     differentiation follows, maybe with respect to what ``flat_fn``
     closes over).  Otherwise the results hold no graph: R may keep them
     until its collector runs."""
+    if _in_functorch():
+        # Inside vmap (per-example gradients) or another torch.func
+        # transform, where requires_grad_() is refused: torch.func's own.
+        values, pullback = torch.func.vjp(lambda *a: tuple(flat_fn(*a)), *xs)
+        grads = pullback(tuple(make_upstream(list(values))))
+        return list(values), list(grads)
     create_graph = torch.is_grad_enabled() and (
         _vjp_depth[0] > 0 or any(x.requires_grad for x in xs)
     )
@@ -144,6 +180,20 @@ def _input(x, keep_history):
     return x.detach().requires_grad_(True)
 
 
+def _in_functorch():
+    """Whether a torch.func transform (vmap, grad, jacrev, ...) is running:
+    torch.func's interpreter stack has a level (``maybe_current_level``,
+    not in torch's public API; test_adapters checks it)."""
+    return torch._C._functorch.maybe_current_level() is not None
+
+
+def batching(flat):
+    """The torch.func transform running, or None: R can't run under one."""
+    if _in_functorch():
+        return "a torch.func transform (vmap, grad, jacrev; op_vectorized_map())"
+    return None
+
+
 def compile(fn):
     """``fn`` itself: PyTorch's compiler is not used."""
     return fn
@@ -171,6 +221,13 @@ def nbytes(x):
     return 0
 
 
-def allocator_in_use():
-    """PyTorch's CPU tensors live in glibc's heap (``_memory`` reads it)."""
+def device_memory_in_use():
+    """A function giving the bytes PyTorch's allocator holds for the device
+    Keras puts tensors on (CUDA or Apple's MPS), or None on the CPU, where
+    PyTorch counts nothing."""
+    device = str(keras.ops.zeros(()).device)  # where Keras puts tensors
+    if device.startswith("cuda"):
+        return lambda: torch.cuda.memory_allocated(device)
+    if device.startswith("mps"):
+        return torch.mps.current_allocated_memory
     return None

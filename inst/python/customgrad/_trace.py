@@ -43,6 +43,7 @@ from customgrad.errors import (
     ProtocolError,
     RecursionLimitError,
     TraceError,
+    TransformError,
     find_error,
 )
 
@@ -88,6 +89,14 @@ class RCalls:
         self.history = history or contextlib.nullcontext
 
     def forward(self, flat, in_spec):
+        # R runs on the transform's tensors and can't batch what it does.
+        transform = _backend.adapter().batching(flat)
+        if transform is not None:
+            raise TransformError(
+                kind="untraced",
+                transform=transform,
+                why="R would run on the transform's tensors",
+            )
         inputs = _bridge.pack(in_spec, flat)
         with nested_call, self.history():
             leaves, spec, grad = _bridge.call_forward(self.r_forward, inputs)

@@ -94,6 +94,15 @@ class TraceError(CustomGradError, r_class_base("customgrad_error_trace")):
     template = "The function can't be traced, and tracing is strict: {reason}"
 
 
+class TransformError(CustomGradError, r_class_base("customgrad_error_transform")):
+    """A transform that can't honour the custom gradient: ``kind`` is
+    "forward" (a Jacobian-vector product; ``reverse`` names the backend's
+    reverse mode), "pfor" (TensorFlow's vectorized_map) or "untraced" (a
+    function R runs at every call, under a batching ``transform``)."""
+
+    template = "customgrad: {transform} can't use a custom gradient ({kind}): {why}"
+
+
 class RecursionLimitError(CustomGradError, r_class_base("customgrad_error_recursion")):
     """Custom-gradient functions nested ``depth`` levels deep (a function
     that calls itself without end), past ``limit``."""

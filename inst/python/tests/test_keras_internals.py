@@ -138,16 +138,6 @@ def test_symbolic_call_records_a_node():
         assert call.args == (x,)
 
 
-def test_any_symbolic_tensors():
-    with relied_on(
-        "keras.src.backend.any_symbolic_tensors",
-        "`any_symbolic_tensors(args)` says whether a nest holds a symbolic tensor",
-    ):
-        assert ki.any_symbolic_tensors((symbolic(),))
-        assert ki.any_symbolic_tensors(([1.0, {"a": symbolic()}],))
-        assert not ki.any_symbolic_tensors((np.ones(2), 1.0))
-
-
 def test_compute_output_spec_runs_on_placeholders():
     with relied_on(
         "keras.src.backend.compute_output_spec",

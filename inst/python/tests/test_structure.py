@@ -1,4 +1,7 @@
-from customgrad._structure import flatten, unflatten
+import keras
+import numpy as np
+
+from customgrad._structure import any_symbolic, flatten, unflatten
 from customgrad.errors import GradientCountError, find_error
 
 
@@ -45,3 +48,10 @@ def test_static_markers_are_kept_out_of_the_leaves_but_in_the_key():
     rebuilt = unflatten(a, [3.0, 4.0])
     assert rebuilt[0] == 3.0 and rebuilt[2] == {"x": 4.0}
     assert isinstance(rebuilt[1], Static) and rebuilt[1].key == "k1"
+
+
+def test_any_symbolic_finds_keras_symbolic_tensors_in_nests():
+    symbolic = keras.KerasTensor((2,))
+    assert any_symbolic((symbolic,))
+    assert any_symbolic(([1.0, {"a": symbolic}],))
+    assert not any_symbolic((np.ones(2), 1.0, keras.ops.ones(2), {"a": [2]}))
