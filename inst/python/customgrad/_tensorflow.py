@@ -45,6 +45,13 @@ def custom_gradient(fn):
 
     def call(*args):
         tensors, in_spec = _bridge.flat_inputs(args)
+        # Read variables here, outside f: the read is taped and the gradient
+        # flows to the variable; only variables f reads itself follow TF's
+        # variables= contract.
+        tensors = [
+            tf.convert_to_tensor(t) if isinstance(t, tf.Variable) else t
+            for t in tensors
+        ]
         if forwardprop_util.pack_tangents(tensors).indices:
             # A forward accumulator (keras.ops.jvp) watches an input: it
             # would differentiate the forward operations, not the rule.
@@ -54,13 +61,6 @@ def custom_gradient(fn):
                 reverse="tape$gradient()",
                 why="its rule gives vector-Jacobian products only",
             )
-        # Read variables here, outside f: the read is taped and the gradient
-        # flows to the variable; only variables f reads itself follow TF's
-        # variables= contract.
-        tensors = [
-            tf.convert_to_tensor(t) if isinstance(t, tf.Variable) else t
-            for t in tensors
-        ]
         state, result = _bridge.call_on_stack(calls, inner, tensors, in_spec)
         flat_out = [result] if state["spec"].num_leaves() == 1 else list(result)
         if _in_pfor():
