@@ -5,10 +5,13 @@
 #' Is a Keras backend ready to use?
 #'
 #' `TRUE` when Python, Keras and the backend's Python module can be found
-#' and Keras is not already running with another backend. Never fails, so it
-#' suits `if ()` guards, examples and vignettes. It starts Python but
-#' imports neither Keras nor a backend: choosing the backend with
-#' [keras3::use_backend()] afterwards still works.
+#' and Keras is not already running with another backend. Where no Python
+#' is chosen or found, reticulate provisions one for what keras3 and
+#' customgrad declare (keras3's default set-up), as keras3 would at its
+#' first use, and that one counts. Never fails, so it suits `if ()`
+#' guards, examples and vignettes. It starts Python but imports neither
+#' Keras nor a backend: choosing the backend with [keras3::use_backend()]
+#' afterwards still works.
 #'
 #' @param backend A backend name; by default the one chosen with
 #'   [keras3::use_backend()] (or the `KERAS_BACKEND` environment variable).
@@ -32,9 +35,10 @@ backend_available <- function(backend = backend_name()) {
   if (!is.null(active)) {
     return(identical(active, backend))
   }
+  # With no Python chosen or found, py_available() provisions one as
+  # keras3's first use would (start_python()).
   tryCatch(
-    !is.null(python_choice()) &&
-      reticulate::py_available(initialize = TRUE) &&
+    reticulate::py_available(initialize = TRUE) &&
       py_module_installed("keras") &&
       py_module_installed(backend_module(backend)),
     error = function(cnd) FALSE
