@@ -85,3 +85,34 @@ test_that("a function R runs at every call is not batched by vmap", {
     "R runs at every call can't be batched"
   )
 })
+
+test_that("inside fit(), op_vectorized_map() keeps the rule (refused on TensorFlow)", {
+  skip_if_no_backend()
+  h <- sq()
+  inputs <- keras_input(shape = 4)
+  outputs <- inputs |>
+    layer_dense(3, use_bias = FALSE, kernel_initializer = "ones") |>
+    layer_lambda(function(z) op_vectorized_map(z, function(r) h(r))) |>
+    layer_lambda(function(s) op_sum(s, axis = 2, keepdims = TRUE))
+  model <- keras_model(inputs, outputs)
+  model |>
+    compile(
+      optimizer = optimizer_sgd(learning_rate = 0.1),
+      loss = function(y_true, y_pred) op_mean(y_pred)
+    )
+  train <- function() {
+    fit(model, matrix(1, 1, 4), matrix(0), epochs = 1, verbose = 0)
+  }
+  if (config_backend() == "tensorflow") {
+    expect_error(train(), "vectorized_map.*can't use a custom gradient")
+    return()
+  }
+  train()
+  # z = 4 for each unit; the rule's dz = 3 z = 12 (autodiff's: 8), so each
+  # kernel entry steps by 0.1 * 12: 1 - 1.2.
+  expect_equal(
+    as.vector(get_weights(model)[[1]]),
+    rep(-0.2, 12),
+    tolerance = 1e-5
+  )
+})
