@@ -20,6 +20,8 @@ interface, and nothing else in the package asks which backend is active:
 * ``nbytes(x)``: the bytes of a concrete tensor (0 for anything else);
   ``device_memory_in_use()``: a reader of the bytes the backend's
   allocator holds on its default device, or None where it has none.
+* ``batching(flat)``: the batching transform the inputs are under (where
+  R can't run), or None.
 """
 
 import importlib

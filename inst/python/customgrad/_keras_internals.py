@@ -24,6 +24,8 @@ import sys
 
 import keras
 
+from customgrad._structure import flatten, unflatten
+
 # The internals, by name, as the tests and their messages call them.
 INTERNALS = (
     "KerasTensor._keras_history",
@@ -131,8 +133,6 @@ def compute_output_spec(fn, *args):
     it on the backend's placeholders (made for the tensors only: JAX can't
     make one of an argument's ``_structure.Static`` marker).  Relies on
     ``keras.src.backend.compute_output_spec``."""
-    from customgrad._structure import flatten, unflatten
-
     leaves, spec = flatten(list(args))
 
     def of_leaves(*flat):
