@@ -292,3 +292,45 @@ def test_the_device_count_sees_a_new_tensor():
     x = keras.ops.ones((1_000_000,))
     assert reader() - before >= 4_000_000
     del x
+
+
+class _FakeGPU:
+    """A device whose allocator reports 4,242 bytes in use."""
+
+    device = "cuda:0"
+
+    def memory_stats(self):
+        return {"bytes_in_use": 4242}
+
+
+@pytest.mark.backend("torch")
+def test_torch_reads_its_gpu_allocator(monkeypatch):
+    import torch
+
+    adapter = _memory._backend.adapter()
+    monkeypatch.setattr(keras.ops, "zeros", lambda shape: _FakeGPU())
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 4242)
+    assert adapter.device_memory_in_use()() == 4242
+
+
+@pytest.mark.backend("jax")
+def test_jax_reads_its_gpu_allocator(monkeypatch):
+    import jax
+
+    adapter = _memory._backend.adapter()
+    monkeypatch.setattr(jax, "local_devices", lambda: [_FakeGPU()])
+    assert adapter.device_memory_in_use()() == 4242
+
+
+@pytest.mark.backend("tensorflow")
+def test_tensorflow_reads_its_gpu_allocator(monkeypatch):
+    import tensorflow as tf
+
+    adapter = _memory._backend.adapter()
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind: ["GPU:0"])
+    monkeypatch.setattr(
+        tf.config.experimental,
+        "get_memory_info",
+        lambda device: {"current": 4242 if device == "GPU:0" else 0},
+    )
+    assert adapter.device_memory_in_use()() == 4242
