@@ -68,6 +68,7 @@ check_function <- function(
   arg = rlang::caller_arg(x),
   call = rlang::caller_env()
 ) {
+  check_required(x, arg = arg, call = call)
   if (!is.function(x)) {
     abort_argument(x, "a function", "not_function", arg, call)
   }

@@ -245,6 +245,21 @@ conditionCall.customgrad_error <- function(c) {
   user_call_in_trace(c)
 }
 
+# rlang (and testthat's snapshots) read the call as `cnd[["call"]]`, which
+# for a Python exception is reticulate's: customgrad's exceptions (a class
+# before reticulate's in theirs) give the user's call there too.
+# nolint start: object_length_linter, object_name_linter.
+#' @export
+`[[.customgrad.errors.CustomGradError` <- function(x, i, ...) {
+  if (identical(i, "call")) conditionCall.customgrad_error(x) else NextMethod()
+}
+
+#' @export
+`$.customgrad.errors.CustomGradError` <- function(x, name) {
+  x[[name]]
+}
+# nolint end
+
 is_python_error <- function(cnd) {
   inherits(cnd, "python.builtin.BaseException") &&
     inherits(cnd, "python.builtin.object")
@@ -263,15 +278,26 @@ condition_of_python_error <- function(cnd) {
   if (is_python_error(found)) NULL else found
 }
 
-# The first call of a keras3 or customgrad function in the R trace that
-# reticulate keeps with a Python exception: the function the user called.
+# The function the user called, from the R trace that reticulate keeps
+# with a Python exception: the first call of a keras3 or customgrad
+# function, or else the call that entered Python (`keras$ops$jvp(...)`, a
+# Python function called from R, is what called py_call_impl()).
 user_call_in_trace <- function(cnd) {
   trace <- tryCatch(cnd$trace, error = function(e) NULL)
   if (!inherits(trace, "rlang_trace")) {
     return(NULL)
   }
   entry <- which(trace$namespace %in% c("keras3", "customgrad"))
-  if (length(entry) == 0L) NULL else trace$call[[entry[[1]]]]
+  if (length(entry) > 0L) {
+    return(trace$call[[entry[[1]]]])
+  }
+  into_python <- which(vapply(trace$call, is_call_to_python, TRUE))
+  caller <- if (length(into_python) > 0L) trace$parent[[into_python[[1]]]]
+  if (is.null(caller) || caller == 0L) NULL else trace$call[[caller]]
+}
+
+is_call_to_python <- function(call) {
+  rlang::is_call(call, c("py_call_impl", "py_call"))
 }
 
 # The message for an error customgrad's Python module raised, from its
@@ -445,20 +471,26 @@ python_error_message <- function(class, d) {
   )
 }
 
-# A backend's error raised while `f` or `grad` ran (a Python exception from
-# an op_*() call), as customgrad_error_f or customgrad_error_grad: what ran,
-# with which arguments, and the backend's error as the parent. Its Python
-# classes travel as a field: a condition with them crosses Python as the
-# Python exception it names (reticulate), so they are added to the class
-# only in R, where the error reaches the user (with_backend_classes()).
-with_backend_errors <- function(expr, what, args) {
-  withCallingHandlers(expr, error = function(cnd) {
+# `fn(args)`, with a backend's error raised while `f` or `grad` ran (a
+# Python exception from an op_*() call) as customgrad_error_f or
+# customgrad_error_grad: what ran, with which arguments (`described`), and
+# the backend's error as the parent, shown with the call in `fn` that raised
+# it rather than reticulate's py_call_impl(). Its Python classes travel as
+# a field: a condition with them crosses Python as the Python exception it
+# names (reticulate), so they are added to the class only in R, where the
+# error reaches the user (with_backend_classes()).
+call_with_backend_errors <- function(fn, args, what, described = args) {
+  withCallingHandlers(do.call(fn, args), error = function(cnd) {
     if (
       inherits(cnd, "python.builtin.Exception") &&
         !inherits(cnd, "customgrad_error") &&
         is.null(the$py_module$find_error(cnd))
     ) {
-      abort_backend_error(cnd, what, args)
+      abort_backend_error(
+        with_condition_call(cnd, call_made_in(fn)),
+        what,
+        described
+      )
     }
   })
 }
@@ -493,9 +525,40 @@ abort_backend_error <- function(cnd, what, args) {
   )
 }
 
+# The call in `fn`'s own code that is running now (during an error in it,
+# the one that failed): the innermost call made from `fn`'s frame, such as
+# `op_multiply(x, 10)`, `keras$ops$multiply(x, 10)` or `my_helper(x)`, and
+# for an S3 method the generic's call (`x * "a"`), as rlang names it.
+call_made_in <- function(fn) {
+  frames <- seq_len(sys.nframe())
+  own <- Filter(function(i) identical(sys.function(i), fn), frames)
+  if (length(own) == 0L) {
+    return(NULL)
+  }
+  from_fn <- which(sys.parents() == own[[length(own)]])
+  if (length(from_fn) == 0L) {
+    return(NULL)
+  }
+  rlang::error_call(sys.frame(from_fn[[length(from_fn)]]))
+}
+
+# A Python exception's R condition with another call (reticulate's is the
+# py_call_impl() that raised it). It is a list underneath; `$<-` would set
+# a Python attribute instead.
+with_condition_call <- function(cnd, call) {
+  if (is.null(call) || typeof(cnd) != "list") {
+    return(cnd)
+  }
+  classes <- oldClass(cnd)
+  cnd <- unclass(cnd)
+  cnd$call <- call
+  class(cnd) <- classes
+  cnd
+}
+
 # The backend's classes among those of a customgrad_error_f or _grad that
 # reached the user (not inside a callback from Python: see
-# with_backend_errors()), so that tryCatch() on them still works.
+# call_with_backend_errors()), so that tryCatch() on them still works.
 with_backend_classes <- function(cnd) {
   extra <- .subset2(cnd, "backend_classes")
   if (length(extra) == 0L || inside_python_callback()) {

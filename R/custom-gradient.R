@@ -434,18 +434,33 @@ custom_gradient_callable <- function(state, call = rlang::caller_env()) {
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     py <- customgrad_py(call = call)
+    callbacks <- trace_callbacks(
+      custom_gradient_name(state, call),
+      "op_custom_gradient"
+    )
     fn <- state$py <- py$custom_gradient(
       state_callback(state, custom_gradient_forward),
       trace = !isFALSE(state$trace),
       strict = identical(state$trace, "strict"),
-      notify = r_callback(inform_fallback),
-      warn_retrace = r_callback(warn_retrace),
+      notify = callbacks$notify,
+      warn_retrace = callbacks$warn_retrace,
       max_traces = max_traces(call)
     )
     # R's own calls also keep the memory R holds bounded (python.R).
     state$py_from_r <- reticulate::py_get_attr(fn, "from_r")
   }
   fn
+}
+
+# How messages name a custom-gradient function: as the user's first call
+# named it (`log1pexp()`), or by its definition when it has no name there
+# (handed to Python, or called as an expression).
+custom_gradient_name <- function(state, call) {
+  head <- if (rlang::is_call(call)) call[[1]]
+  if (rlang::is_symbol(head) || rlang::is_call(head, c("$", "::", ":::"))) {
+    return(sprintf("`%s()`", rlang::expr_deparse(head)))
+  }
+  sprintf("`op_custom_gradient(%s)`", state$label)
 }
 
 # Called from Python with f's inputs: run f, check its result, and return
@@ -476,7 +491,7 @@ custom_gradient_forward <- function(
       )
     }))
   }
-  result <- as_f_result(with_backend_errors(do.call(f, inputs), "f", inputs))
+  result <- as_f_result(call_with_backend_errors(f, inputs, "f"))
   grad <- result[[2]]
   callback <- grad_callback(grad, grad_convention(grad), grad_inputs, inputs)
   forward_reply(value = result[[1]], grad = register_grad(callback))
@@ -610,7 +625,7 @@ grad_callback <- function(grad, convention, inputs, f_args = NULL) {
     if (is.null(f_args)) {
       return(do.call(grad, args))
     }
-    with_backend_errors(do.call(grad, args), "grad", f_args)
+    call_with_backend_errors(grad, args, "grad", f_args)
   }
 }
 

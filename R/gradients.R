@@ -121,6 +121,7 @@
 #' noisy <- op_grad(function(x) sum(x * stats::rnorm(length(x))))
 #' noisy(c(1, 2))
 op_grad <- function(f, wrt = 1L, upstream = NULL, trace = TRUE) {
+  check_required(f)
   label <- rlang::enexpr(f)
   g <- new_grad_transform(f, wrt, upstream, trace, with_value = FALSE)
   label_transform(g, label)
@@ -129,6 +130,7 @@ op_grad <- function(f, wrt = 1L, upstream = NULL, trace = TRUE) {
 #' @rdname op_grad
 #' @export
 op_value_and_grad <- function(f, wrt = 1L, upstream = NULL, trace = TRUE) {
+  check_required(f)
   label <- rlang::enexpr(f)
   g <- new_grad_transform(f, wrt, upstream, trace, with_value = TRUE)
   label_transform(g, label)

@@ -102,6 +102,7 @@
 #' ))
 #' \dontshow{unlink(setdiff(autograph_files(), before))}
 layer_custom_gradient <- function(object, f, ...) {
+  check_required(f)
   object <- if (missing(object)) NULL else object
   name <- function_name(rlang::enexpr(f), f)
   if (!is_custom_gradient_callable(f)) {

@@ -76,8 +76,19 @@ reply_trace_failed_on_error <- function(expr) {
     ) {
       stop(cnd)
     }
-    trace_failed_reply(conditionMessage(cnd))
+    trace_failed_reply(fallback_reason(cnd))
   })
+}
+
+# A condition's message without the line reticulate adds to a Python
+# error's: the fallback message is printed once, later, when
+# `py_last_error()` may tell of another error.
+fallback_reason <- function(cnd) {
+  sub(
+    "\\s*Run `reticulate::py_last_error\\(\\)` for details\\.\\s*$",
+    "",
+    conditionMessage(cnd)
+  )
 }
 
 # setTimeLimit() stopping f or grad: not a property of the function, so it
@@ -141,11 +152,7 @@ max_traces <- function(call = rlang::caller_env()) {
 
 # Python asks for this once per function, when a signature could not be
 # traced and R runs f and grad at every call for it.
-inform_fallback <- function(
-  reason,
-  what = "A custom-gradient function",
-  kind = "op_custom_gradient"
-) {
+inform_fallback <- function(reason, what, kind) {
   cli::cli_inform(
     c(
       "!" = "{what} could not be traced, so R runs it at every call with these inputs.",
@@ -158,11 +165,7 @@ inform_fallback <- function(
 }
 
 # Python asks for this once per function, at the first trace past the cap.
-warn_retrace <- function(
-  count,
-  what = "A custom-gradient function",
-  kind = "op_custom_gradient"
-) {
+warn_retrace <- function(count, what, kind) {
   cli::cli_warn(
     c(
       "{what} has been traced {count} times: each new combination of input shapes, dtypes or nesting traces it again.",
@@ -207,8 +210,12 @@ value_read_method <- function(generic) {
   force(generic)
   function(x, ...) {
     if (is_tracing()) {
+      # The name the user wrote: as.numeric() dispatches to as.double's
+      # methods, and rlang finds the call of the generic.
+      called <- rlang::error_call(environment())
+      written <- if (rlang::is_call(called)) rlang::call_name(called)
       abort_customgrad(
-        "It read a tensor's value in R with {.fn {generic}}.",
+        "It read a tensor's value in R with {.fn {written %||% generic}}.",
         class = "trace_read",
         call = NULL
       )
@@ -216,7 +223,7 @@ value_read_method <- function(generic) {
     if (!generic %in% c("print", "format")) {
       # A symbolic tensor outside tracing (a Keras model being built) has
       # no values to read.
-      tensor_values(x, call = rlang::call2(generic, quote(x)))
+      tensor_values(x, call = rlang::error_call(environment()))
     }
     NextMethod()
   }

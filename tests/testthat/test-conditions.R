@@ -121,6 +121,68 @@ test_that("a customgrad error raised in Python through keras3's own functions ge
   expect_false(inherits(err, "customgrad_error"))
 })
 
+test_that("a customgrad error from a Python function called in R names that call, for rlang and base R alike", {
+  skip_if_no_backend()
+  # Evaluated as at the console: the tests' own functions count as
+  # customgrad's (their environment is its namespace's child).
+  user <- new.env(parent = globalenv())
+  err <- expect_error(
+    evalq(
+      {
+        h <- op_custom_gradient(\(x) tuple(x * x, \(upstream) upstream))
+        x <- op_convert_to_tensor(1, "float32")
+        keras$ops$jvp(h, tuple(x), tuple(x))
+      },
+      user
+    ),
+    class = "customgrad_error_transform"
+  )
+  user_call <- quote(keras$ops$jvp(h, tuple(x), tuple(x)))
+  expect_equal(conditionCall(err), user_call)
+  expect_equal(err[["call"]], user_call)
+  expect_equal(err$call, user_call)
+  expect_match(
+    cli::ansi_strip(rlang::cnd_message(err, prefix = TRUE)),
+    "Error in `keras$ops$jvp()`:",
+    fixed = TRUE
+  )
+})
+
+test_that("a backend's error in f or grad shows the call in f that raised it, not reticulate's", {
+  skip_if_no_backend()
+  user <- new.env(parent = globalenv())
+  cases <- alist(
+    op_multiply(x, label),
+    keras$ops$multiply(x, label),
+    times_label(x, label)
+  )
+  user$times_label <- function(x, label) op_multiply(x, label)
+  for (case in cases) {
+    f <- rlang::new_function(
+      alist(x = , label = ),
+      rlang::expr(tuple(!!case, function(upstream) upstream)),
+      user
+    )
+    h <- op_custom_gradient(f)
+    err <- expect_error(h(1, "a"), class = "customgrad_error_f")
+    expect_s3_class(err$parent, "python.builtin.Exception")
+    expect_equal(conditionCall(err$parent), case)
+    expect_match(
+      cli::ansi_strip(conditionMessage(err)),
+      paste0("Caused by error in `", rlang::expr_deparse(case[[1]]), "()`"),
+      fixed = TRUE
+    )
+  }
+  h <- op_custom_gradient(function(x) {
+    tuple(x * 2, function(upstream) op_multiply(upstream, "a"))
+  })
+  err <- suppressMessages(expect_error(
+    op_grad(h)(op_convert_to_tensor(1, "float32")),
+    class = "customgrad_error_grad"
+  ))
+  expect_equal(conditionCall(err$parent), quote(op_multiply(upstream, "a")))
+})
+
 test_that("with_python_errors() keeps nothing of a value once it returns", {
   # A collection run inside the next call (as customgrad's are) must find
   # the last value garbage: R kept the frame around withCallingHandlers()
