@@ -184,7 +184,8 @@ call_grad_transform <- function(state, args, call) {
     fn <- state$py <- autodiff_py()$value_and_grad(
       traced_function(state, grad_transform_forward, "op_grad"),
       positions = as.list(state$wrt),
-      wrt = as.list(state$wrt - 1L)
+      wrt = as.list(state$wrt - 1L),
+      grads_only = !state$with_value
     )
   }
   if (!is.null(state$upstream) && is.null(state$upstream_py)) {
@@ -199,17 +200,23 @@ call_grad_transform <- function(state, args, call) {
   previous <- state$frame
   state$frame <- list(call = call)
   on.exit(state$frame <- previous, add = TRUE)
+  # py_call(), not reticulate's R function around `fn`, which costs more; a
+  # list or dict reply is converted as that function would.
   out <- with_python_errors(
     do.call(
-      fn,
-      c(list(state$upstream_py), with_names_marker(inputs, args, state))
+      reticulate::py_call,
+      c(list(fn, state$upstream_py), with_names_marker(inputs, args, state))
     ),
     call = call
   )
-  grads <- out$grad
-  if (length(state$wrt) == 1) {
+  if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
+    out <- reticulate::py_to_r(out)
+  }
+  grads <- if (state$with_value) out$grad else out
+  if (state$with_value && length(state$wrt) == 1) {
     grads <- grads[[1]]
-  } else {
+  }
+  if (length(state$wrt) > 1) {
     labels <- names(args)[state$wrt]
     if (!is.null(labels) && any(nzchar(labels))) names(grads) <- labels
   }

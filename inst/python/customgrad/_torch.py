@@ -88,6 +88,22 @@ class _Function(torch.autograd.Function):
         )
 
 
+class _EagerFunction(_Function):
+    """The same in PyTorch's older form (forward takes ctx), for calls
+    outside torch.func's transforms: ``apply`` of a Function with
+    ``setup_context`` binds its arguments with ``inspect.signature`` at
+    every call (~25 us, a tenth of a small step)."""
+
+    generate_vmap_rule = False
+    setup_context = torch.autograd.Function.setup_context  # i.e. none
+
+    @staticmethod
+    def forward(ctx, call, *flat):
+        output = _Function.forward(call, *flat)
+        _Function.setup_context(ctx, (call, *flat), output)
+        return output
+
+
 def custom_gradient(fn):
     """Differentiable callable over ``fn.forward`` (see ``_trace``)."""
 
@@ -97,8 +113,9 @@ def custom_gradient(fn):
         _recording.append(
             torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         )
+        function = _Function if _in_functorch() else _EagerFunction
         try:
-            result = _Function.apply(state, *tensors)
+            result = function.apply(state, *tensors)
         finally:
             _recording.pop()
         return _bridge.pack(state.out_spec, list(result[: state.n_outputs]))

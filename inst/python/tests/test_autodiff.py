@@ -52,6 +52,23 @@ def test_gradients_mirror_nested_arguments():
     np.testing.assert_allclose([values(g) for g in gp["b"]], [6.0, 5.0])
 
 
+def test_grads_only_replies_the_gradient_alone_or_a_list_of_them():
+    x = tensor([0.0, 1.0])
+    grad = _autodiff.value_and_grad(sum_sin, grads_only=True)(None, x)
+    np.testing.assert_allclose(values(grad), np.cos([0, 1]), rtol=1e-6)
+
+    def f(x, p):
+        return keras.ops.sum(x * p["w"])
+
+    p = {"w": tensor([3.0, 4.0])}
+    gx, gp = _autodiff.value_and_grad(f, grads_only=True)(None, x, p)
+    np.testing.assert_allclose(values(gx), [3.0, 4.0])
+    np.testing.assert_allclose(values(gp["w"]), [0.0, 1.0])
+    # One argument differentiated, a nest of tensors: the nest.
+    call = _autodiff.value_and_grad(f, wrt=[1], grads_only=True)
+    np.testing.assert_allclose(values(call(None, x, p)["w"]), [0.0, 1.0])
+
+
 def test_upstream_gives_a_vector_jacobian_product():
     call = _autodiff.value_and_grad(keras.ops.exp)
     x = tensor([0.0, 1.0])

@@ -128,6 +128,29 @@ def test_torch_func_transforms_keep_the_rule_and_refuse_forward_mode():
 
 
 @pytest.mark.backend("torch")
+def test_torch_eager_calls_skip_the_transform_form(monkeypatch):
+    # Outside torch.func, the older autograd.Function form: apply() of the
+    # setup_context form calls inspect.signature at every call.
+    import inspect
+
+    import torch
+
+    h = sq()
+    x = tensor().requires_grad_(True)
+    h(x)  # traced once, first
+    calls = []
+    signature = inspect.signature
+    monkeypatch.setattr(
+        inspect, "signature", lambda *a, **k: calls.append(a) or signature(*a, **k)
+    )
+    h(x).sum().backward()
+    np.testing.assert_allclose(x.grad, 3 * X)
+    assert calls == []
+    torch.func.vmap(h)(tensor())
+    assert calls != []
+
+
+@pytest.mark.backend("torch")
 def test_torch_func_transform_of_a_function_r_runs_is_refused():
     import torch
 
