@@ -42,35 +42,18 @@ expect_captured_released <- function(refs, released) {
   expect_identical(gone, c(r = released, python = released))
 }
 
-# A fake device allocator: counts the live bytes of the tensors it is told
-# about (`$track(x)`, returning x) as a GPU's allocator counts what is
-# alive on it, with `$used`, `$peak` and `$reader` (a memory count for
+# A fake device allocator (fake_device.py, shared with the pytest suite):
+# `$track(x)` counts x's bytes while it lives, as a GPU's allocator counts
+# what is alive on it; `$used`, `$peak`, and `$reader` (a memory count for
 # customgrad._memory).
 fake_device <- function() {
-  reticulate::py_run_string(
-    "
-class FakeDevice:
-    def __init__(self, nbytes):
-        self.nbytes, self.used, self.peak = nbytes, 0, 0
-
-    def track(self, x):
-        import weakref
-
-        n = self.nbytes(x)
-        self.used += n
-        self.peak = max(self.peak, self.used)
-        weakref.finalize(x, self.release, n)
-        return x
-
-    def release(self, n):
-        self.used -= n
-
-    def reader(self, fresh=False):
-        return self.used
-",
-    local = TRUE,
+  customgrad:::customgrad_py() # customgrad's module on Python's path first
+  module <- reticulate::import_from_path(
+    "fake_device",
+    testthat::test_path(),
     convert = FALSE
-  )$FakeDevice(reticulate::import("customgrad._memory")$`_nbytes`)
+  )
+  module$FakeDevice()
 }
 
 # Runs `code` as on macOS or Windows, with none of Linux's probes (glibc's

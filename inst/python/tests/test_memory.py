@@ -1,7 +1,14 @@
+import pathlib
+import sys
+
 import keras
 import pytest
 
 from customgrad import _memory
+
+# The fake device allocator R's memory tests use too.
+sys.path.insert(0, str(pathlib.Path(__file__).parents[3] / "tests" / "testthat"))
+from fake_device import FakeDevice  # noqa: E402
 
 
 def minor_collections(calls):
@@ -176,27 +183,6 @@ def test_glibc_is_read_where_it_is_there():
         assert reader() > 0
     else:
         assert reader is None
-
-
-class FakeDevice:
-    """A device allocator counting the live bytes of the tensors it is
-    told about (``track``), as a GPU's allocator counts what is alive on
-    it; ``peak`` is the most it held at once."""
-
-    def __init__(self):
-        import weakref
-
-        self.finalize, self.used, self.peak = weakref.finalize, 0, 0
-
-    def track(self, x):
-        n = _memory._nbytes(x)
-        self.used += n
-        self.peak = max(self.peak, self.used)
-        self.finalize(x, self.release, n)
-        return x
-
-    def release(self, n):
-        self.used -= n
 
 
 class FakeR:
