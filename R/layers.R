@@ -55,6 +55,34 @@
 #' with its function in `custom_objects`, which stands in for the traces
 #' (saving the model again then writes this customgrad's format).
 #'
+#' @section Exporting:
+#' `model$export(path)` writes a model's forward pass for serving without
+#' Keras, R or customgrad; the layer's trace is exported as the operations
+#' it recorded. Measured with Keras 3.15, TensorFlow 2.21, JAX 0.7 and
+#' PyTorch 2.13, on models with `layer_custom_gradient(log1pexp)`:
+#'
+#' * TensorFlow and JAX: `format = "tf_saved_model"` (the default) works:
+#'   `tf$saved_model$load(path)$serve(x)` gives the model's predictions,
+#'   for any batch size. The SavedModel is for inference; TensorFlow warns,
+#'   loading one exported on JAX, that it holds no custom gradients.
+#' * TensorFlow, `format = "onnx"` (with the `tf2onnx` package): the layers
+#'   export as any other, but tf2onnx leaves some operations unconverted in
+#'   any model: `op_log1p()`, which `log1pexp()` uses, makes a file that
+#'   ONNX Runtime refuses. On JAX, Keras converts with the `jax2onnx`
+#'   package, which needs JAX 0.8.1 or newer: not measured.
+#' * PyTorch: `format = "tf_saved_model"` fails for every model, with or
+#'   without customgrad ("Detected mismatch between the structure of
+#'   `inputs` and `dynamic_shapes`"), and `format = "torch"`
+#'   (`torch.export`) fixes the batch size at 1 for every model.
+#'   `format = "onnx"` exports [layer_gradient_reversal()] and functions
+#'   such as `\(x) tuple(op_tanh(x), grad)`, but fails on a function whose
+#'   forward pass negates a tensor (`-op_abs(x)` in `log1pexp()`), with
+#'   "Couldn't export operator aten::to".
+#'
+#' To export from PyTorch, save the model with [keras3::save_model()], load
+#' it with `KERAS_BACKEND` set to `"tensorflow"` or `"jax"` (a model saved
+#' on one backend loads on the others), and export it there.
+#'
 #' @param object What to compose the layer with: a Sequential model (the
 #'   layer is added to it), a tensor (the layer is called on it), or missing
 #'   (the layer is returned), as in keras3's `layer_*()` functions.
