@@ -200,8 +200,8 @@ call_grad_transform <- function(state, args, call) {
   previous <- state$frame
   state$frame <- list(call = call)
   on.exit(state$frame <- previous, add = TRUE)
-  # py_call(), not reticulate's R function around `fn`, which costs more; a
-  # list or dict reply is converted as that function would.
+  # py_call(), not reticulate's R function around `fn`, which costs more;
+  # the reply converted as custom-gradient results are (as_r_result()).
   out <- with_python_errors(
     do.call(
       reticulate::py_call,
@@ -209,9 +209,7 @@ call_grad_transform <- function(state, args, call) {
     ),
     call = call
   )
-  if (inherits(out, c("python.builtin.list", "python.builtin.dict"))) {
-    out <- reticulate::py_to_r(out)
-  }
+  out <- as_r_result(out, call = call)
   grads <- if (state$with_value) out$grad else out
   if (state$with_value && length(state$wrt) == 1) {
     grads <- grads[[1]]
