@@ -5,7 +5,8 @@
 # native harness around reference.py's Python log1pexp ("floor"); or keras3's
 # fit() of reference.py's MLP ("fit"). Prints what reference.py's report()
 # prints; bench::mark() times each step, every step kept.
-# Usage: KERAS_BACKEND=jax Rscript bench/loop.R ROUTE N STEPS | fit EPOCHS
+# Usage: KERAS_BACKEND=jax Rscript bench/loop.R ROUTE N STEPS
+#        | fit EPOCHS [customgrad | floor]   (floor: reference.py's log1pexp)
 args <- commandArgs(trailingOnly = TRUE)
 route <- args[[1]]
 suppressPackageStartupMessages({
@@ -33,7 +34,12 @@ peak_mb <- function() reticulate::py_to_r(ref$peak_mb())
 if (route == "fit") {
   epochs <- as.integer(args[[2]])
   data <- ref$fit_data()
-  model <- ref$make_mlp(naive_log1pexp())
+  activation <- if (identical(args[3], "floor")) {
+    ref$log1pexp
+  } else {
+    naive_log1pexp()
+  }
+  model <- ref$make_mlp(activation)
   started <- Sys.time()
   history <- fit(
     model,

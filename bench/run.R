@@ -4,7 +4,8 @@
 # at Python's speed", each with a verdict on the medians over rounds of the
 # per-process means. Writes bench/results/<date-time>.csv (every process)
 # and .md (tables, verdicts, machine load); no earlier run is overwritten.
-# Usage: Rscript bench/run.R   (BENCH_BACKENDS="jax torch" for fewer)
+# Usage: Rscript bench/run.R   (BENCH_BACKENDS="jax torch" for fewer;
+# BENCH_CSV=bench/results/<run>.csv summarises that run again, running nothing)
 rounds <- as.integer(Sys.getenv("BENCH_ROUNDS", "3"))
 backends <- strsplit(
   Sys.getenv("BENCH_BACKENDS", "tensorflow jax torch"),
@@ -27,11 +28,13 @@ cases <- utils::read.table(
   eager 1e6  300  python
   eager 1e6  300  native
   eager 1e6  300  op_grad
+  eager 1e6  300  floor
   eager 1e7  30   python
   eager 1e7  30   native
   eager 1e7  30   op_grad
   fit   0    12   python
-  fit   0    12   customgrad"
+  fit   0    12   customgrad
+  fit   0    12   floor"
 )
 
 load_average <- function() {
@@ -44,11 +47,14 @@ load_average <- function() {
 run_case <- function(backend, case) {
   size <- format(case$size, scientific = FALSE)
   n <- format(case$n, scientific = FALSE)
-  args <- if (case$what == "fit") c("fit", size) else c(n, size)
-  command <- if (case$impl == "python") {
-    c(python, "bench/reference.py", if (case$what == "eager") "eager", args)
+  command <- if (case$impl == "python" && case$what == "fit") {
+    c(python, "bench/reference.py", "fit", size)
+  } else if (case$impl == "python") {
+    c(python, "bench/reference.py", "eager", n, size)
+  } else if (case$what == "fit") {
+    c("Rscript", "bench/loop.R", "fit", size, case$impl)
   } else {
-    c("Rscript", "bench/loop.R", if (case$what == "eager") case$impl, args)
+    c("Rscript", "bench/loop.R", case$impl, n, size)
   }
   lines <- suppressWarnings(system2(
     command[[1]],
@@ -81,40 +87,52 @@ run_case <- function(backend, case) {
   )
 }
 
-set.seed(as.integer(Sys.time()))
 commit <- system2("git", c("rev-parse", "--short", "HEAD"), stdout = TRUE)
-load_before <- load_average()
-started <- Sys.time()
-rows <- list()
-total <- rounds * length(backends) * nrow(cases)
-for (round in seq_len(rounds)) {
-  for (backend in backends) {
-    for (i in sample(nrow(cases))) {
-      t0 <- Sys.time()
-      row <- run_case(backend, cases[i, ])
-      rows[[length(rows) + 1]] <- cbind(
-        round = round,
-        row,
-        load = load_average()
-      )
-      cat(sprintf(
-        "[%d/%d] round %d %s %s %s %s: %.1f us/step, %.0f s\n",
-        length(rows),
-        total,
-        round,
-        backend,
-        cases$what[[i]],
-        format(cases$n[[i]]),
-        cases$impl[[i]],
-        row$mean_us,
-        as.numeric(Sys.time() - t0, units = "secs")
-      ))
+from_csv <- Sys.getenv("BENCH_CSV")
+if (nzchar(from_csv)) {
+  # Summarise a run again from its CSV (its summary failed): nothing runs.
+  runs <- utils::read.csv(from_csv)
+  out <- sub("[.]csv$", "", from_csv)
+  backends <- unique(runs$backend)
+  rounds <- max(runs$round)
+  commit <- paste(commit, "(summarised again from its CSV)")
+  load_before <- NA
+  started <- as.POSIXct(basename(out), format = "%Y-%m-%d-%H%M", tz = "UTC")
+} else {
+  set.seed(as.integer(Sys.time()))
+  load_before <- load_average()
+  started <- Sys.time()
+  rows <- list()
+  total <- rounds * length(backends) * nrow(cases)
+  for (round in seq_len(rounds)) {
+    for (backend in backends) {
+      for (i in sample(nrow(cases))) {
+        t0 <- Sys.time()
+        row <- run_case(backend, cases[i, ])
+        rows[[length(rows) + 1]] <- cbind(
+          round = round,
+          row,
+          load = load_average()
+        )
+        cat(sprintf(
+          "[%d/%d] round %d %s %s %s %s: %.1f us/step, %.0f s\n",
+          length(rows),
+          total,
+          round,
+          backend,
+          cases$what[[i]],
+          format(cases$n[[i]]),
+          cases$impl[[i]],
+          row$mean_us,
+          as.numeric(Sys.time() - t0, units = "secs")
+        ))
+      }
     }
   }
+  runs <- do.call(rbind, rows)
+  dir.create(dirname(out), showWarnings = FALSE, recursive = TRUE)
+  utils::write.csv(runs, paste0(out, ".csv"), row.names = FALSE)
 }
-runs <- do.call(rbind, rows)
-dir.create(dirname(out), showWarnings = FALSE, recursive = TRUE)
-utils::write.csv(runs, paste0(out, ".csv"), row.names = FALSE)
 
 # Medians over rounds of each process's numbers.
 key <- interaction(runs$backend, runs$what, runs$n, runs$impl, drop = TRUE)
@@ -179,6 +197,31 @@ verdicts <- do.call(
 )
 met <- sum(grepl(" met", unlist(verdicts[backends])))
 
+# Beside the verdicts, not targets: how much of a ratio to Python the R
+# process costs with no customgrad in the step (the floor: the same R code
+# around reference.py's log1pexp), and customgrad's share above it.
+shares <- utils::read.table(
+  header = TRUE,
+  text = "
+  label                                          what  n   impl       base
+  'floor n = 1e6 / Python (no customgrad)'       eager 1e6 floor      python
+  'user\\'s harness n = 1e6 / floor n = 1e6'     eager 1e6 native     floor
+  'keras3 fit() of the floor / Python'           fit   0   floor      python
+  'fit() / keras3 fit() of the floor'            fit   0   customgrad floor"
+)
+shares$column <- "mean_us"
+shares <- do.call(
+  rbind,
+  lapply(seq_len(nrow(shares)), function(i) {
+    t <- shares[i, ]
+    ratios <- vapply(backends, function(b) ratio(t, b), numeric(1))
+    stats::setNames(
+      data.frame(t$label, t(sprintf("%.2fx", ratios))),
+      c("ratio", backends)
+    )
+  })
+)
+
 md_table <- function(df) {
   if ("n" %in% names(df)) {
     df$n <- ifelse(df$n == 0, "-", format(df$n, scientific = FALSE))
@@ -208,7 +251,11 @@ writeLines(
       load_before,
       min(runs$load),
       max(runs$load),
-      as.numeric(Sys.time() - started, units = "mins")
+      if (nzchar(from_csv)) {
+        NA
+      } else {
+        as.numeric(Sys.time() - started, units = "mins")
+      }
     ),
     "",
     sprintf(
@@ -221,9 +268,13 @@ writeLines(
     "",
     md_table(verdicts),
     "",
+    "Beside them (not targets): the same R code with the log1pexp written in Python (`floor`), against Python, and customgrad against it.",
+    "",
+    md_table(shares),
+    "",
     "## Loops",
     "",
-    "Per step: the whole-loop mean (median over rounds, with the rounds' range), and the per-step median and 10th-90th percentiles (medians over rounds; fit(): per epoch for Python, none for R). `floor`: the R harness around log1pexp written in Python.",
+    "Per step: the whole-loop mean (median over rounds, with the rounds' range), and the per-step median and 10th-90th percentiles (medians over rounds; fit(): per epoch for Python, none for R). `floor`: the R harness (or keras3's fit()) around log1pexp written in Python.",
     "",
     md_table(summary[c(
       "backend",

@@ -146,13 +146,15 @@ def _leaf_owners(spec):
 
 
 def _upstream_tensors(upstream, values, value_spec):
-    """One upstream tensor per value tensor, checked and cast to its dtype."""
+    """One upstream tensor per value tensor, checked and cast to its dtype;
+    None for the gradient of a one-element value (the backend's vjp seeds
+    it with ones, without an op of ours)."""
     if upstream is None:
         if len(values) != 1 or not _has_one_element(values[0]):
             raise NotScalarError(
                 shapes=[_bridge.format_shape(_bridge.static_shape(v)) for v in values]
             )
-        return [keras.ops.ones_like(values[0])]
+        return None
     leaves, spec = flatten(upstream)
     if not spec.same_as(value_spec):
         raise UpstreamError(

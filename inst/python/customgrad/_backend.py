@@ -6,7 +6,8 @@ interface, and nothing else in the package asks which backend is active:
 * ``custom_gradient(fn)``: a differentiable callable over ``fn.forward``
   (see ``_trace``); ``FILL_NONE``: whether a missing gradient must be
   zeros; ``finish(call)``: what the backend needs around a callable.
-* ``vjp(flat_fn, xs, make_upstream)``: values and vector-Jacobian product.
+* ``vjp(flat_fn, xs, make_upstream)``: values and vector-Jacobian product
+  (``make_upstream`` None: ones, for a one-element value).
 * ``compile(fn)``: the backend's tracing compiler, or the function itself
   where there is none.
 * ``no_grad()``: a context without autograd recording.

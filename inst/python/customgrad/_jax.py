@@ -106,7 +106,10 @@ def vjp(flat_fn, xs, make_upstream):
     """Values of ``flat_fn(*xs)`` and the gradients of
     ``sum(upstream * values)``, ``upstream = make_upstream(values)``."""
     values, pullback = jax.vjp(lambda *a: tuple(flat_fn(*a)), *xs)
-    grads = pullback(tuple(make_upstream(list(values))))
+    upstream = make_upstream(list(values))
+    if upstream is None:
+        upstream = [jax.numpy.ones_like(v) for v in values]
+    grads = pullback(tuple(upstream))
     return list(values), list(grads)
 
 

@@ -147,13 +147,15 @@ def vjp(flat_fn, xs, make_upstream):
 
 def _vjp(flat_fn, xs, make_upstream):
     with tf.GradientTape() as tape:
-        # Distinct tensors per argument, even if the caller passed one
-        # tensor twice; an enclosing tape records the identity too.
-        xs = [tf.identity(x) for x in xs]
+        # Distinct tensors per argument when the caller passed one tensor
+        # twice (an enclosing tape records the identity too); otherwise no
+        # identity op, one eager op less a step (~30 us at n = 1).
+        if len({id(x) for x in xs}) < len(xs):
+            xs = [tf.identity(x) for x in xs]
         for x in xs:
             tape.watch(x)
         values = flat_fn(*xs)
-    upstream = make_upstream(values)
+    upstream = make_upstream(values)  # None: the tape's own ones
     grads = tape.gradient(
         values,
         xs,

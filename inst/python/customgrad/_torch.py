@@ -155,7 +155,10 @@ def vjp(flat_fn, xs, make_upstream):
         # Inside vmap (per-example gradients) or another torch.func
         # transform, where requires_grad_() is refused: torch.func's own.
         values, pullback = torch.func.vjp(lambda *a: tuple(flat_fn(*a)), *xs)
-        grads = pullback(tuple(make_upstream(list(values))))
+        upstream = make_upstream(list(values))
+        if upstream is None:
+            upstream = [torch.ones_like(v) for v in values]
+        grads = pullback(tuple(upstream))
         return list(values), list(grads)
     create_graph = torch.is_grad_enabled() and (
         _vjp_depth[0] > 0 or any(x.requires_grad for x in xs)
@@ -167,7 +170,8 @@ def vjp(flat_fn, xs, make_upstream):
             values = flat_fn(*xs)
         finally:
             _vjp_depth[0] -= 1
-    upstream = make_upstream(values)
+    # None: autograd's own ones for a one-element value.
+    upstream = make_upstream(values) or [None] * len(values)
     pairs = [(v, u) for v, u in zip(values, upstream) if v.requires_grad]
     if pairs:
         grads = torch.autograd.grad(

@@ -69,6 +69,22 @@ def test_grads_only_replies_the_gradient_alone_or_a_list_of_them():
     np.testing.assert_allclose(values(call(None, x, p)["w"]), [0.0, 1.0])
 
 
+def test_one_tensor_passed_twice_gets_a_gradient_per_argument():
+    x = tensor([2.0, 3.0])
+    # d/da sum(a^2 * b) = 2ab, d/db = a^2: at a = b = x, distinct results.
+    ga, gb = _autodiff.value_and_grad(
+        lambda a, b: keras.ops.sum(a * a * b), grads_only=True
+    )(None, x, x)
+    np.testing.assert_allclose(values(ga), [8.0, 18.0])
+    np.testing.assert_allclose(values(gb), [4.0, 9.0])
+
+
+def test_a_value_that_is_its_input_has_gradient_one():
+    # The seed of a one-element value is the backend's own (no op of ours).
+    grad = _autodiff.value_and_grad(lambda a: a, grads_only=True)(None, tensor([5.0]))
+    np.testing.assert_allclose(values(grad), [1.0])
+
+
 def test_upstream_gives_a_vector_jacobian_product():
     call = _autodiff.value_and_grad(keras.ops.exp)
     x = tensor([0.0, 1.0])
