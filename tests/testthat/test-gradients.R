@@ -70,6 +70,18 @@ test_that("arguments not in wrt reach f unchanged, even if not tensors", {
   expect_tensor(op_grad(dots, wrt = 2)(c(1, 2), c(3, 4)), c(1, 2))
 })
 
+test_that("one tensor passed to two arguments is differentiated as one", {
+  skip_if_no_backend()
+  x <- op_convert_to_tensor(c(2, 3))
+  f <- function(a, b) op_sum(a * a * b)
+  # d/da = 2ab, not 2ab + a^2 (b is the same tensor, not differentiated)
+  expect_tensor(op_grad(f)(x, x), c(8, 18))
+  expect_tensor(op_grad(f, wrt = 2)(x, x), c(4, 9))
+  both <- op_grad(f, wrt = 1:2)(x, x)
+  expect_tensor(both[[1]], c(8, 18))
+  expect_tensor(both[[2]], c(4, 9))
+})
+
 test_that("the gradient of a custom gradient is the custom one", {
   skip_if_no_backend()
   log1pexp <- new_log1pexp()

@@ -147,11 +147,11 @@ def vjp(flat_fn, xs, make_upstream):
 
 def _vjp(flat_fn, xs, make_upstream):
     with tf.GradientTape() as tape:
-        # Distinct tensors per argument when the caller passed one tensor
-        # twice (an enclosing tape records the identity too); otherwise no
-        # identity op, one eager op less a step (~30 us at n = 1).
-        if len({id(x) for x in xs}) < len(xs):
-            xs = [tf.identity(x) for x in xs]
+        # Distinct tensors per argument, even if the caller passed one
+        # tensor twice, or also as an argument not differentiated (which
+        # this tape must not see as x); an enclosing tape records the
+        # identity too.
+        xs = [tf.identity(x) for x in xs]
         for x in xs:
             tape.watch(x)
         values = flat_fn(*xs)

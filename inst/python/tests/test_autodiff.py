@@ -77,6 +77,11 @@ def test_one_tensor_passed_twice_gets_a_gradient_per_argument():
     )(None, x, x)
     np.testing.assert_allclose(values(ga), [8.0, 18.0])
     np.testing.assert_allclose(values(gb), [4.0, 9.0])
+    # Differentiated once, passed again as an argument not differentiated.
+    ga = _autodiff.value_and_grad(
+        lambda a, b: keras.ops.sum(a * a * b), wrt=[0], grads_only=True
+    )(None, x, x)
+    np.testing.assert_allclose(values(ga), [8.0, 18.0])
 
 
 def test_a_value_that_is_its_input_has_gradient_one():
