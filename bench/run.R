@@ -90,9 +90,13 @@ run_case <- function(backend, case) {
 commit <- system2("git", c("rev-parse", "--short", "HEAD"), stdout = TRUE)
 from_csv <- Sys.getenv("BENCH_CSV")
 if (nzchar(from_csv)) {
-  # Summarise a run again from its CSV (its summary failed): nothing runs.
+  # Summarise a run again from its CSV (its summary failed): nothing runs,
+  # and a summary that exists is kept.
   runs <- utils::read.csv(from_csv)
   out <- sub("[.]csv$", "", from_csv)
+  if (file.exists(paste0(out, ".md"))) {
+    stop(out, ".md exists: results are never overwritten")
+  }
   backends <- unique(runs$backend)
   rounds <- max(runs$round)
   commit <- paste(commit, "(summarised again from its CSV)")
@@ -180,20 +184,28 @@ ratio <- function(t, b) {
   get(b, t$what, t$n, t$impl, t$column) / get(b, t$what, t$n, t$base, t$column)
 }
 
-verdicts <- do.call(
-  rbind,
-  lapply(seq_len(nrow(targets)), function(i) {
-    t <- targets[i, ]
+# One row per entry of `specs` (rows like `targets`), a column per backend:
+# `label(t)` names the row and `cells(t, ratios)` formats its ratios.
+ratio_table <- function(specs, heading, label, cells) {
+  rows <- lapply(seq_len(nrow(specs)), function(i) {
+    t <- specs[i, ]
     ratios <- vapply(backends, function(b) ratio(t, b), numeric(1))
-    verdict <- ifelse(ratios <= t$bound, "met", "**missed**")
     stats::setNames(
-      data.frame(
-        sprintf("%s <= %.2fx", t$label, t$bound),
-        t(sprintf("%.2fx %s", ratios, verdict))
-      ),
-      c("target", backends)
+      data.frame(label(t), t(cells(t, ratios))),
+      c(heading, backends)
     )
   })
+  do.call(rbind, rows)
+}
+
+verdicts <- ratio_table(
+  targets,
+  "target",
+  function(t) sprintf("%s <= %.2fx", t$label, t$bound),
+  function(t, ratios) {
+    verdict <- ifelse(ratios <= t$bound, "met", "**missed**")
+    sprintf("%.2fx %s", ratios, verdict)
+  }
 )
 met <- sum(grepl(" met", unlist(verdicts[backends])))
 
@@ -210,16 +222,11 @@ shares <- utils::read.table(
   'fit() / keras3 fit() of the floor'            fit   0   customgrad floor"
 )
 shares$column <- "mean_us"
-shares <- do.call(
-  rbind,
-  lapply(seq_len(nrow(shares)), function(i) {
-    t <- shares[i, ]
-    ratios <- vapply(backends, function(b) ratio(t, b), numeric(1))
-    stats::setNames(
-      data.frame(t$label, t(sprintf("%.2fx", ratios))),
-      c("ratio", backends)
-    )
-  })
+shares <- ratio_table(
+  shares,
+  "ratio",
+  function(t) t$label,
+  function(t, ratios) sprintf("%.2fx", ratios)
 )
 
 md_table <- function(df) {
