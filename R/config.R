@@ -17,11 +17,17 @@
 #' [keras3::use_backend()], which still works afterwards. That takes a few
 #' seconds per backend; a progress line shows which one is being checked.
 #'
+#' On Linux (x86-64), PyTorch's matrix products on the CPU run on the BLAS
+#' R has loaded, and the report says so when that is the slow reference
+#' BLAS Debian and Ubuntu install with R (`vignette("troubleshooting")`,
+#' "PyTorch slower from R than from Python, on Linux").
+#'
 #' @returns A list of class `customgrad_config`, printed as a report:
 #'   `python` (path), `chosen_by` (why reticulate chose it), `versions` (a
 #'   named character vector, `NA` where a package is missing), `backends` (a
-#'   data frame: `backend`, `imports`, `devices`), `active_backend` and
-#'   `keras_started`.
+#'   data frame: `backend`, `imports`, `devices`), `active_backend`,
+#'   `keras_started`, `blas` (R's BLAS, as [extSoftVersion()] gives it) and
+#'   `blas_note` (the advice about it, or `character()`).
 #' @seealso [keras3::install_keras()], [keras3::use_backend()] (with
 #'   `gpu = TRUE` for a GPU); `vignette("troubleshooting")`, "Which Python,
 #'   which devices".
@@ -41,16 +47,51 @@ customgrad_config <- function() {
     cli::cli_progress_step("Checking the {.val {backend}} backend")
     probe_backend(python, backend)
   })
+  backends <- do.call(rbind, backends)
+  blas <- extSoftVersion()[["BLAS"]]
+  torch <- isTRUE(backends$imports[backends$backend == "torch"])
   structure(
     list(
       python = python,
       chosen_by = if (is.null(config)) NA_character_ else python_reason(config),
       versions = versions,
-      backends = do.call(rbind, backends),
+      backends = backends,
       active_backend = backend_name(),
-      keras_started = !is.null(keras_backend_in_python())
+      keras_started = !is.null(keras_backend_in_python()),
+      blas = blas,
+      blas_note = if (torch) blas_note(blas) else character()
     ),
     class = "customgrad_config"
+  )
+}
+
+# Advice for PyTorch users whose R has the reference BLAS, or character().
+# On Linux the BLAS R loads first provides `sgemm_` to the whole process,
+# and PyTorch's x86-64 wheels call their own (MKL's) by that name, so
+# PyTorch's CPU matrix products run on R's BLAS (ELF symbol interposition,
+# measured in bench/README.md); macOS and Windows bind each library to its
+# own. The reference BLAS is told by its file, as Debian and Ubuntu install
+# it (`.../blas/libblas.so.3`); the optimised ones (OpenBLAS, MKL, BLIS,
+# FlexiBLAS) and other layouts are not flagged.
+blas_note <- function(
+  blas,
+  sysname = Sys.info()[["sysname"]],
+  machine = Sys.info()[["machine"]]
+) {
+  linux_x86 <- identical(sysname, "Linux") &&
+    machine %in% c("x86_64", "amd64")
+  reference <- grepl("^libblas[.]so", basename(blas)) &&
+    identical(basename(dirname(blas)), "blas")
+  if (!linux_x86 || !reference) {
+    return(character())
+  }
+  paste0(
+    "R's BLAS is the reference BLAS (",
+    blas,
+    "). On Linux, PyTorch's ",
+    "CPU matrix products in an R session run on it, more slowly than in ",
+    "Python: install an optimised BLAS (on Debian and Ubuntu, ",
+    "libopenblas0-pthread)."
   )
 }
 
@@ -82,6 +123,14 @@ print.customgrad_config <- function(x, ...) {
     "Keras has not started"
   }
   cli::cli_text("Active backend: {.val {x$active_backend}} ({started})")
+  if (length(x$blas_note)) {
+    cli::cli_alert_info("{x$blas_note}") # as text: a path may hold braces
+    cli::cli_text(docs_hint(
+      "troubleshooting",
+      "PyTorch slower from R than from Python, on Linux",
+      "customgrad_config"
+    ))
+  }
   invisible(x)
 }
 

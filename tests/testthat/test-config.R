@@ -12,6 +12,80 @@ test_that("customgrad_config() reports the Python, versions and every backend", 
   report <- paste(cli::cli_fmt(print(cfg)), collapse = "\n")
   expect_match(report, "Active backend", fixed = TRUE)
   expect_match(report, "torch: imports", fixed = TRUE)
+  # R's BLAS, and the advice for it where PyTorch runs on it.
+  expect_identical(cfg$blas, extSoftVersion()[["BLAS"]])
+  expect_identical(cfg$blas_note, customgrad:::blas_note(cfg$blas))
+})
+
+test_that("PyTorch users are told when R's BLAS is the reference BLAS, on Linux only", {
+  note <- customgrad:::blas_note
+  debian <- "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0"
+  advice <- note(debian, sysname = "Linux", machine = "x86_64")
+  expect_length(advice, 1L)
+  expect_match(advice, "R's BLAS is the reference BLAS (", fixed = TRUE)
+  expect_match(advice, debian, fixed = TRUE)
+  expect_match(advice, "libopenblas0-pthread", fixed = TRUE)
+  # Optimised BLAS libraries, as Debian and Ubuntu install them.
+  for (blas in c(
+    "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+    "/usr/lib/x86_64-linux-gnu/blis-openmp/libblas.so.3",
+    "/usr/lib64/libflexiblas.so.3.4",
+    "/opt/intel/oneapi/mkl/latest/lib/libmkl_rt.so.2"
+  )) {
+    expect_identical(
+      note(blas, sysname = "Linux", machine = "x86_64"),
+      character()
+    )
+  }
+  # Where each library keeps its own BLAS (macOS, Windows), on other
+  # processors (not measured), and where R reports no BLAS.
+  expect_identical(
+    note(debian, sysname = "Darwin", machine = "arm64"),
+    character()
+  )
+  expect_identical(
+    note(debian, sysname = "Windows", machine = "x86-64"),
+    character()
+  )
+  expect_identical(
+    note(debian, sysname = "Linux", machine = "aarch64"),
+    character()
+  )
+  expect_identical(note("", sysname = "Linux", machine = "x86_64"), character())
+})
+
+test_that("customgrad_config() prints the BLAS advice as it is, with where to read more", {
+  cfg <- structure(
+    list(
+      python = "/opt/py/bin/python",
+      chosen_by = "the RETICULATE_PYTHON environment variable",
+      versions = c(keras = "3.12.0", torch = "2.13.0"),
+      backends = data.frame(backend = "torch", imports = TRUE, devices = "cpu"),
+      active_backend = "torch",
+      keras_started = FALSE,
+      blas = "/home/{u}/blas/libblas.so.3",
+      blas_note = customgrad:::blas_note(
+        "/home/{u}/blas/libblas.so.3",
+        sysname = "Linux",
+        machine = "x86_64"
+      )
+    ),
+    class = "customgrad_config"
+  )
+  report <- paste(cli::cli_fmt(print(cfg)), collapse = "\n")
+  expect_match(
+    report,
+    "reference BLAS (/home/{u}/blas/libblas.so.3)",
+    fixed = TRUE
+  )
+  expect_match(
+    report,
+    "PyTorch slower from R than from Python, on Linux",
+    fixed = TRUE
+  )
+  cfg$blas_note <- character()
+  report <- paste(cli::cli_fmt(print(cfg)), collapse = "\n")
+  expect_no_match(report, "BLAS", fixed = TRUE)
 })
 
 test_that("customgrad_config() does not start Keras: the backend can still be chosen", {
