@@ -209,10 +209,11 @@ keras_tensor_methods <- function() {
 value_read_method <- function(generic) {
   force(generic)
   function(x, ...) {
-    # The call as the user wrote it: as.numeric() dispatches to as.double's
+    # The call as the user wrote it, for errors (print() and format()
+    # outside tracing need none): as.numeric() dispatches to as.double's
     # methods, and rlang finds the call of the generic.
-    called <- rlang::error_call(environment())
     if (is_tracing()) {
+      called <- rlang::error_call(environment())
       written <- if (rlang::is_call(called)) rlang::call_name(called)
       abort_customgrad(
         "It read a tensor's value in R with {.fn {written %||% generic}}.",
@@ -223,7 +224,7 @@ value_read_method <- function(generic) {
     if (!generic %in% c("print", "format")) {
       # A symbolic tensor outside tracing (a Keras model being built) has
       # no values to read.
-      tensor_values(x, call = called)
+      tensor_values(x, call = rlang::error_call(environment()))
     }
     NextMethod()
   }

@@ -72,6 +72,7 @@ test_that("customgrad_config() prints the BLAS advice as it is, with where to re
     ),
     class = "customgrad_config"
   )
+  withr::local_options(cli.width = 1000) # the section's name on one line
   report <- paste(cli::cli_fmt(print(cfg)), collapse = "\n")
   expect_match(
     report,
