@@ -25,33 +25,30 @@ test_that("PyTorch users are told when R's BLAS is the reference BLAS, on Linux 
   expect_match(advice, "R's BLAS is the reference BLAS (", fixed = TRUE)
   expect_match(advice, debian, fixed = TRUE)
   expect_match(advice, "libopenblas0-pthread", fixed = TRUE)
-  # Optimised BLAS libraries, as Debian and Ubuntu install them.
-  for (blas in c(
-    "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
-    "/usr/lib/x86_64-linux-gnu/blis-openmp/libblas.so.3",
-    "/usr/lib64/libflexiblas.so.3.4",
-    "/opt/intel/oneapi/mkl/latest/lib/libmkl_rt.so.2"
-  )) {
+  # No advice: optimised BLAS libraries (as Debian, Fedora and Intel install
+  # them), where each library keeps its own BLAS (macOS, Windows), other
+  # processors (not measured), and no BLAS reported by R.
+  quiet <- data.frame(
+    blas = c(
+      "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+      "/usr/lib/x86_64-linux-gnu/blis-openmp/libblas.so.3",
+      "/usr/lib64/libflexiblas.so.3.4",
+      "/opt/intel/oneapi/mkl/latest/lib/libmkl_rt.so.2",
+      debian,
+      debian,
+      debian,
+      ""
+    ),
+    sysname = c(rep("Linux", 4), "Darwin", "Windows", "Linux", "Linux"),
+    machine = c(rep("x86_64", 4), "arm64", "x86-64", "aarch64", "x86_64")
+  )
+  for (i in seq_len(nrow(quiet))) {
+    case <- quiet[i, ]
     expect_identical(
-      note(blas, sysname = "Linux", machine = "x86_64"),
+      note(case$blas, sysname = case$sysname, machine = case$machine),
       character()
     )
   }
-  # Where each library keeps its own BLAS (macOS, Windows), on other
-  # processors (not measured), and where R reports no BLAS.
-  expect_identical(
-    note(debian, sysname = "Darwin", machine = "arm64"),
-    character()
-  )
-  expect_identical(
-    note(debian, sysname = "Windows", machine = "x86-64"),
-    character()
-  )
-  expect_identical(
-    note(debian, sysname = "Linux", machine = "aarch64"),
-    character()
-  )
-  expect_identical(note("", sysname = "Linux", machine = "x86_64"), character())
 })
 
 test_that("customgrad_config() prints the BLAS advice as it is, with where to read more", {
