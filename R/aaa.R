@@ -12,5 +12,6 @@ the$ops <- new.env(parent = emptyenv()) # cached keras.ops callables
 the$np_asarray <- NULL # numpy.asarray, for R arrays as tensors
 the$grads <- new.env(parent = emptyenv()) # grad callbacks by handle
 the$grad_handle <- 0 # the last handle given to a grad callback
+the$collection_deferred <- FALSE # R collects before its next call (python.R)
 the$tracing <- 0L # depth of f or grad running on symbolic tensors (trace.R)
 the$ready_made <- new.env(parent = emptyenv()) # ready-made ops by parameters

@@ -315,10 +315,14 @@ new_transform <- function(f, state, fun) {
   inputs <- lapply(names(fmls), as.symbol)
   names(inputs) <- ifelse(names(fmls) == "...", "", names(fmls))
   body <- rlang::call2(
-    fun,
-    quote(.customgrad_state),
-    rlang::call2("list", !!!inputs),
-    quote(sys.call())
+    "{",
+    quote(collect_if_deferred()),
+    rlang::call2(
+      fun,
+      quote(.customgrad_state),
+      rlang::call2("list", !!!inputs),
+      quote(sys.call())
+    )
   )
   env <- rlang::env(rlang::ns_env("customgrad"), .customgrad_state = state)
   rlang::new_function(fmls, body, env)

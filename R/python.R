@@ -29,7 +29,11 @@ customgrad_py <- function(submodule = NULL, call = rlang::caller_env()) {
     the$backend <- keras_backend_in_python()
     memory <- import_submodule("_memory", convert = FALSE)
     threshold <- getOption("customgrad.gc_threshold_mb", 64) * 2^20
-    memory$set_collector(r_callback(collect_garbage), threshold)
+    memory$set_collector(
+      r_callback(collect_garbage),
+      threshold,
+      r_callback(defer_collection)
+    )
     import_submodule("_bridge")$set_grad_runner(r_callback(run_grad))
     the$py_ready <- TRUE
   }
@@ -270,6 +274,25 @@ collect_garbage <- function(full = FALSE) {
     release_grads(import_submodule("_bridge")$take_released())
   }
   gc(full = full, verbose = gcinfo(NA)) # reported when gcinfo(TRUE) is on
+  invisible(NULL)
+}
+
+# Called from Python when a collection fell due during a call R made: R
+# runs it before its next call into Python (collect_if_deferred()). Run
+# inside that call, it would keep the call's result past the collections
+# after it (_memory.py).
+defer_collection <- function() {
+  the$collection_deferred <- TRUE
+  invisible(NULL)
+}
+
+# At the start of R's calls into customgrad's Python (custom-gradient
+# functions, op_grad(), op_compile()): the collection deferred, if any.
+collect_if_deferred <- function() {
+  if (isTRUE(the$collection_deferred)) {
+    the$collection_deferred <- FALSE
+    import_submodule("_memory", convert = FALSE)$collect_deferred()
+  }
   invisible(NULL)
 }
 

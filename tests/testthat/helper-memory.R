@@ -80,7 +80,8 @@ without_linux_probes <- function(threshold_mb, code, device = NULL) {
     reticulate::py_set_attr(memory, "_reader", reticulate::r_to_py(list()))
     memory$set_collector(
       customgrad:::r_callback(customgrad:::collect_garbage),
-      mb * 2^20
+      mb * 2^20,
+      customgrad:::r_callback(customgrad:::defer_collection)
     )
   }
   set_threshold(threshold_mb)

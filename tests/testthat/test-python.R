@@ -193,7 +193,8 @@ test_that("tensors handed to R are collected once their bytes pass the threshold
   )
   withr::defer(memory$set_collector(
     customgrad:::r_callback(customgrad:::collect_garbage),
-    getOption("customgrad.gc_threshold_mb", 64) * 2^20
+    getOption("customgrad.gc_threshold_mb", 64) * 2^20,
+    customgrad:::r_callback(customgrad:::defer_collection)
   ))
   x <- op_convert_to_tensor(rep(1, 1000), dtype = "float32") # 4,000 bytes
   y <- h(x)
@@ -202,4 +203,56 @@ test_that("tensors handed to R are collected once their bytes pass the threshold
   y <- h(x) # collects at the start of the call
   expect_identical(collected, 1)
   expect_tensor(y, rep(2, 1000))
+})
+
+test_that("op_grad()'s result from a call where a collection fell due goes at the next one", {
+  skip_if_no_backend()
+  g <- op_grad(function(v) op_sum(v * v))
+  x <- op_convert_to_tensor(rep(1, 1000), dtype = "float32") # 4,000 bytes
+  g(x)
+  memory <- reticulate::import("customgrad._memory", convert = FALSE)
+  # Bytes only, as in the test above.
+  measure <- reticulate::py_get_attr(memory, "_memory_now")
+  reticulate::py_set_attr(
+    memory,
+    "_memory_now",
+    reticulate::py_eval("lambda fresh=False: None")
+  )
+  withr::defer(reticulate::py_set_attr(memory, "_memory_now", measure))
+  withr::defer(memory$set_collector(
+    customgrad:::r_callback(customgrad:::collect_garbage),
+    getOption("customgrad.gc_threshold_mb", 64) * 2^20,
+    customgrad:::r_callback(customgrad:::defer_collection)
+  ))
+  collections <- function() reticulate::py_to_r(memory$stats())$collections
+  # The result of the call during which a collection runs, and whether
+  # R's collector has released it by the next collection.
+  released_after <- function(defer) {
+    memory$set_collector(
+      customgrad:::r_callback(customgrad:::collect_garbage),
+      6000,
+      defer
+    )
+    released <- FALSE
+    repeat {
+      before <- collections()
+      y <- g(x)
+      if (collections() > before) break
+    }
+    reg.finalizer(y, function(e) released <<- TRUE)
+    rm(y)
+    start <- collections()
+    while (collections() < start + 1) {
+      g(x)
+    }
+    released
+  }
+  # Run inside the call, the collection keeps the call's result past the
+  # minor collections after it, until R's next level-1 one (one in 21:
+  # three tries, lest one of them meets it).
+  expect_false(all(replicate(3, released_after(NULL))))
+  expect_true(released_after(
+    customgrad:::r_callback(customgrad:::defer_collection)
+  ))
+  expect_tensor(g(x), rep(2, 1000))
 })

@@ -92,7 +92,7 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
             return _grads_alone(reply) if grads_only else reply
         # Called from R, which holds the result until its collector runs:
         # counted, so that R collects before such results pile up (_memory).
-        _memory.at_boundary()
+        _memory.at_boundary(from_r=True)
         reply = _memory.handed_to_r(concrete(upstream, *args))
         # R converts a dict reply item by item (~60 us a step at n = 1); a
         # gradient alone reaches it as the tensor it is.
@@ -217,7 +217,7 @@ def compile_function(fn, backend=None):
     compiled = collections.OrderedDict()  # nesting's key -> compiled function
 
     def call(args):
-        _memory.at_boundary()  # as in value_and_grad()
+        _memory.at_boundary(from_r=True)  # as in value_and_grad()
         leaves, spec = flatten(list(args))
         run = compiled.get(spec.key)
         if run is None:

@@ -20,7 +20,11 @@ threshold:
 Passing the threshold marks a collection as due, and it runs at the next
 boundary (the start of a custom-gradient call), when the previous step's
 temporaries are garbage; bytes handed to R alone collect at four times the
-threshold. What the R code running at a collection holds (a loop's last
+threshold. At a call of ``op_grad()`` or ``op_compile()``'s function from
+R, R runs it before its next such call (``collect_deferred()``): run
+inside the call, a collection keeps that call's result alive past the
+minor collections after it, until R's next level-1 one (measured on
+2026-11-29). A due boundary after that collects at once. What the R code running at a collection holds (a loop's last
 results) survives it and is promoted to an older generation, which a
 minor collection does not visit again: when a minor collection kept more
 than half the threshold of what came into use since the one before, by
@@ -38,6 +42,8 @@ _state = {
     "bytes": 0,
     "threshold": 64 * 2**20,  # the option's
     "collect": None,
+    "defer": None,  # tells R to collect before its next call (or None)
+    "deferred": False,  # R was told and has not collected yet
     "collections": 0,
     "full_collections": 0,
     "seconds": 0.0,  # spent in collections, finalizers included
@@ -131,10 +137,13 @@ def _memory_grew():
     return now - _state["memory_base"] > _state["threshold"]
 
 
-def set_collector(collect, threshold_bytes):
-    """Register R's collector callback, ``collect(full)``, and the
-    threshold in bytes."""
+def set_collector(collect, threshold_bytes, defer=None):
+    """Register R's collector callback, ``collect(full)``, the threshold in
+    bytes, and ``defer()``, which tells R to call :func:`collect_deferred`
+    before its next call into Python."""
     _state["collect"] = collect
+    _state["defer"] = defer
+    _state["deferred"] = False
     _state["threshold"] = int(threshold_bytes)
     _state["bytes"] = 0
     _state["memory_base"] = None
@@ -162,9 +171,20 @@ def handed_to_r(x):
     return x
 
 
-def at_boundary():
-    """Collect now if a collection is due (called where little is alive)."""
+def at_boundary(from_r=False):
+    """Collect if a collection is due (called where little is alive): now,
+    or with ``from_r`` (a call R made) before R's next call, once."""
     if _state["bytes"] > _state["threshold"] or _memory_grew():
+        if from_r and _state["defer"] is not None and not _state["deferred"]:
+            _state["deferred"] = True
+            _state["defer"]()
+        else:
+            _collect()
+
+
+def collect_deferred():
+    """Run the collection R was told of, if it has not run since."""
+    if _state["deferred"]:
         _collect()
 
 
@@ -174,6 +194,7 @@ def _collect():
     if _state["collect"] is None or threading.current_thread() is not _MAIN:
         return
     _state["bytes"] = 0
+    _state["deferred"] = False
     _state["collections"] += 1
     started = time.perf_counter()
     with _interrupts.held():

@@ -46,6 +46,40 @@ def test_a_due_collection_waits_for_the_boundary():
         _memory.set_collector(None, 64 * 2**20)
 
 
+def test_a_collection_due_at_a_call_from_r_is_left_to_r_once():
+    calls, told = [], []
+    _memory.set_collector(minor_collections(calls), 1000, lambda: told.append(1))
+    try:
+        _memory.collect_deferred()
+        assert calls == []  # nothing was deferred
+        _memory.handed_to_r(keras.ops.ones((500,)))  # 2,000 bytes: due
+        _memory.at_boundary(from_r=True)
+        assert (calls, told) == ([], [1])  # R is told, nothing runs yet
+        _memory.collect_deferred()  # R, before its next call
+        assert (calls, told) == ([1], [1])
+        _memory.collect_deferred()
+        assert calls == [1]  # run once
+        # R did not collect before the next due boundary: it collects.
+        _memory.handed_to_r(keras.ops.ones((500,)))
+        _memory.at_boundary(from_r=True)
+        _memory.handed_to_r(keras.ops.ones((500,)))
+        _memory.at_boundary(from_r=True)
+        assert (calls, told) == ([1, 1], [1, 1])
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
+
+
+def test_without_r_to_tell_a_call_from_r_collects_at_once():
+    calls = []
+    _memory.set_collector(minor_collections(calls), 1000)
+    try:
+        _memory.handed_to_r(keras.ops.ones((500,)))
+        _memory.at_boundary(from_r=True)
+        assert calls == [1]
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
+
+
 def test_collections_are_timed_with_what_the_collector_runs(monkeypatch):
     # A clock that the collector moves on by 2 s: no sleeping, no bounds.
     clock = [100.0]
