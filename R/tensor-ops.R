@@ -110,8 +110,7 @@ ops_binary <- c(
   "|" = "logical_or"
 )
 
-tensor_Ops <- function(e1, e2) {
-  # nolint: object_name_linter.
+tensor_Ops <- function(e1, e2) { # nolint: object_name_linter.
   if (missing(e2)) {
     return(switch(
       .Generic,
@@ -179,8 +178,7 @@ math_ops <- c(
   cumprod = "cumprod"
 )
 
-tensor_Math <- function(x, ...) {
-  # nolint: object_name_linter.
+tensor_Math <- function(x, ...) { # nolint: object_name_linter.
   name <- math_ops[.Generic]
   if (is.na(name)) {
     abort_customgrad(
@@ -234,8 +232,7 @@ column_major <- function(x) {
   call_op("reshape", x, -1L)
 }
 
-tensor_Summary <- function(..., na.rm = FALSE) {
-  # nolint: object_name_linter.
+tensor_Summary <- function(..., na.rm = FALSE) { # nolint: object_name_linter.
   # na.rm is accepted for compatibility and ignored: tensors have no NA.
   parts <- lapply(list(...), function(x) {
     if (!inherits(x, "python.builtin.object")) {
