@@ -309,7 +309,9 @@ autodiff_py <- function() {
   customgrad_py("_autodiff")
 }
 
-# A function with f's arguments whose body calls `fun(state, args, call)`.
+# A function with f's arguments whose body calls `fun(state, args, call)`,
+# after the collection deferred, if any: run from here, before `fun`'s
+# frame exists, the collection does not keep this call's result alive.
 new_transform <- function(f, state, fun) {
   fmls <- transform_formals(f)
   inputs <- lapply(names(fmls), as.symbol)

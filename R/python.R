@@ -277,17 +277,17 @@ collect_garbage <- function(full = FALSE) {
   invisible(NULL)
 }
 
-# Called from Python when a collection fell due during a call R made: R
-# runs it before its next call into Python (collect_if_deferred()). Run
-# inside that call, it would keep the call's result past the collections
-# after it (_memory.py).
+# Called from Python when a collection fell due during a call of an
+# op_grad() or op_compile() function: R runs it at the start of the next
+# such call (collect_if_deferred()). Run inside the call, it would keep
+# the call's result past the minor collections after it (_memory.py).
 defer_collection <- function() {
   the$collection_deferred <- TRUE
   invisible(NULL)
 }
 
-# At the start of R's calls into customgrad's Python (custom-gradient
-# functions, op_grad(), op_compile()): the collection deferred, if any.
+# The first thing a transform's function does (new_transform()): the
+# collection deferred, if any, while nothing of this call is bound yet.
 collect_if_deferred <- function() {
   if (isTRUE(the$collection_deferred)) {
     the$collection_deferred <- FALSE
