@@ -19,6 +19,7 @@ test_that("the package state is declared up front and nothing adds to it", {
     fresh$fields,
     c(
       "backend",
+      "collection_deferred",
       "grad_handle",
       "grads",
       "np_asarray",
