@@ -27,13 +27,7 @@ customgrad_py <- function(submodule = NULL, call = rlang::caller_env()) {
     start_python(call)
     add_python_path()
     the$backend <- keras_backend_in_python()
-    memory <- import_submodule("_memory", convert = FALSE)
-    threshold <- getOption("customgrad.gc_threshold_mb", 64) * 2^20
-    memory$set_collector(
-      r_callback(collect_garbage),
-      threshold,
-      r_callback(defer_collection)
-    )
+    set_collector()
     import_submodule("_bridge")$set_grad_runner(r_callback(run_grad))
     the$py_ready <- TRUE
   }
@@ -275,6 +269,18 @@ collect_garbage <- function(full = FALSE) {
   }
   gc(full = full, verbose = gcinfo(NA)) # reported when gcinfo(TRUE) is on
   invisible(NULL)
+}
+
+# Register R's collector with _memory.py, with a threshold in MB (the
+# option's unless given).
+set_collector <- function(
+  threshold_mb = getOption("customgrad.gc_threshold_mb", 64)
+) {
+  import_submodule("_memory", convert = FALSE)$set_collector(
+    r_callback(collect_garbage),
+    threshold_mb * 2^20,
+    r_callback(defer_collection)
+  )
 }
 
 # Called from Python when a collection fell due during a call of an

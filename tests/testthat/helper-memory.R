@@ -78,11 +78,7 @@ without_linux_probes <- function(threshold_mb, code, device = NULL) {
   }
   set_threshold <- function(mb) {
     reticulate::py_set_attr(memory, "_reader", reticulate::r_to_py(list()))
-    memory$set_collector(
-      customgrad:::r_callback(customgrad:::collect_garbage),
-      mb * 2^20,
-      customgrad:::r_callback(customgrad:::defer_collection)
-    )
+    customgrad:::set_collector(mb)
   }
   set_threshold(threshold_mb)
   on.exit({
@@ -91,4 +87,21 @@ without_linux_probes <- function(threshold_mb, code, device = NULL) {
     set_threshold(getOption("customgrad.gc_threshold_mb", 64))
   })
   force(code)
+}
+
+# Make the collections of the calling test depend on the bytes handed to R
+# only: the process-memory trigger (pytest tests it) moves by more than
+# these tests' thresholds on its own. Restores it, and R's collector with
+# the option's threshold, when the test ends.
+bytes_only_collections <- function(env = parent.frame()) {
+  memory <- reticulate::import("customgrad._memory", convert = FALSE)
+  measure <- reticulate::py_get_attr(memory, "_memory_now")
+  reticulate::py_set_attr(
+    memory,
+    "_memory_now",
+    reticulate::py_eval("lambda fresh=False: None")
+  )
+  withr::defer(reticulate::py_set_attr(memory, "_memory_now", measure), env)
+  withr::defer(customgrad:::set_collector(), env)
+  memory
 }

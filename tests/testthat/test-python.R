@@ -173,16 +173,7 @@ test_that("tensors handed to R are collected once their bytes pass the threshold
     list(x * 2, function(upstream) upstream * 2)
   })
   h(0)
-  memory <- reticulate::import("customgrad._memory", convert = FALSE)
-  # Bytes only: the process-memory trigger (pytest tests it) moves by more
-  # than this test's threshold on its own.
-  measure <- reticulate::py_get_attr(memory, "_memory_now")
-  reticulate::py_set_attr(
-    memory,
-    "_memory_now",
-    reticulate::py_eval("lambda fresh=False: None")
-  )
-  withr::defer(reticulate::py_set_attr(memory, "_memory_now", measure))
+  memory <- bytes_only_collections()
   collected <- 0
   memory$set_collector(
     customgrad:::r_callback(function(full) {
@@ -191,11 +182,6 @@ test_that("tensors handed to R are collected once their bytes pass the threshold
     }),
     4000
   )
-  withr::defer(memory$set_collector(
-    customgrad:::r_callback(customgrad:::collect_garbage),
-    getOption("customgrad.gc_threshold_mb", 64) * 2^20,
-    customgrad:::r_callback(customgrad:::defer_collection)
-  ))
   x <- op_convert_to_tensor(rep(1, 1000), dtype = "float32") # 4,000 bytes
   y <- h(x)
   y <- h(x) # 8,000 bytes handed to R: a collection is due
@@ -210,20 +196,7 @@ test_that("op_grad()'s result from a call where a collection fell due goes at th
   g <- op_grad(function(v) op_sum(v * v))
   x <- op_convert_to_tensor(rep(1, 1000), dtype = "float32") # 4,000 bytes
   g(x)
-  memory <- reticulate::import("customgrad._memory", convert = FALSE)
-  # Bytes only, as in the test above.
-  measure <- reticulate::py_get_attr(memory, "_memory_now")
-  reticulate::py_set_attr(
-    memory,
-    "_memory_now",
-    reticulate::py_eval("lambda fresh=False: None")
-  )
-  withr::defer(reticulate::py_set_attr(memory, "_memory_now", measure))
-  withr::defer(memory$set_collector(
-    customgrad:::r_callback(customgrad:::collect_garbage),
-    getOption("customgrad.gc_threshold_mb", 64) * 2^20,
-    customgrad:::r_callback(customgrad:::defer_collection)
-  ))
+  memory <- bytes_only_collections()
   collections <- function() reticulate::py_to_r(memory$stats())$collections
   # The result of the call during which a collection runs, and whether
   # R's collector has released it by the next collection.
