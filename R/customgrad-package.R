@@ -71,9 +71,10 @@
 #' where a step's results are small next to it. (A PyTorch `op_grad()`
 #' loop at 1e6 elements peaked 191-199 MB above its start with 16 MB, 202
 #' MB with 64.) A collection that falls due during a call of a function
-#' [op_grad()] or [op_compile()] made runs at the start of its next call,
-#' before R has bound anything of it: run inside the call, it kept that
-#' call's result too. Set the option before the first customgrad call.
+#' [op_grad()] or [op_compile()] made (its result counted) runs at the
+#' start of its next call, before R has bound anything of it: run inside
+#' the call, it kept that call's result too. Set the option before the
+#' first customgrad call.
 #'
 #' A custom-gradient function holds what its `f` captured until R's
 #' collector releases the function, with its Python callable and traces; a

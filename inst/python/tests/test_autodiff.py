@@ -12,7 +12,7 @@ from test_adapters import reply
 def parts(out):
     """The value and gradients of a value_and_grad reply."""
     return out["value"], out["grad"]
-from customgrad import _autodiff, _gradcheck
+from customgrad import _autodiff, _gradcheck, _memory
 from customgrad._traced_function import TracedFunction
 
 BACKEND = keras.config.backend()
@@ -256,3 +256,28 @@ def test_compiled_function_runs_f_once_and_keeps_names_in_order():
     # Traced once on Keras symbolic tensors; TensorFlow's and JAX's
     # compilers then see the replay, on their own symbolic tensors.
     assert calls == [True]
+
+def test_a_call_from_r_whose_result_makes_a_collection_due_tells_r_at_once(
+    monkeypatch,
+):
+    # Bytes handed to R alone (no memory count), so that the tiny
+    # threshold is passed by the results and nothing else.
+    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
+    calls, told = [], []
+    _memory.set_collector(calls.append, 1000, lambda: told.append(1))
+    try:
+        grad = _autodiff.value_and_grad(sum_sin, grads_only=True)
+        grad(None, tensor(np.zeros(100)))  # 404 bytes back: not due
+        assert told == []
+        grad(None, tensor(np.zeros(200)))  # 804 more: due
+        # R is told before the call returns, so that it collects before
+        # its next call rather than one call later.
+        assert (calls, told) == ([], [1])
+        _memory.collect_deferred()
+        compiled = _autodiff.compile_function(
+            TracedFunction(lambda x, tracing=False: x * 2)
+        )
+        compiled([tensor(np.zeros(300))])  # 1,200 bytes back: due
+        assert (calls, told) == ([False], [1, 1])
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
