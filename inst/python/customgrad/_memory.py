@@ -26,10 +26,10 @@ call (``collect_deferred()``): run inside the call, a collection keeps
 that call's result alive past the minor collections after it, until R's
 next level-1 one (measured on 2026-11-29). A due boundary after that
 collects at once. What the R code running at a collection holds (a
-loop's last results) survives it and is promoted to an older generation, which a
-minor collection does not visit again: when a minor collection kept more
-than half the threshold of what came into use since the one before, by
-the memory count, a full one follows.
+loop's last results) survives it and is promoted to an older generation,
+which a minor collection does not visit again: when a minor collection
+kept more than half the threshold of what came into use since the one
+before, by the memory count, a full one follows.
 """
 
 import threading

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 
 import customgrad
+from customgrad import _autodiff, _gradcheck, _memory
+from customgrad._traced_function import TracedFunction
 from test_adapters import reply
+
+BACKEND = keras.config.backend()
 
 
 def parts(out):
     """The value and gradients of a value_and_grad reply."""
     return out["value"], out["grad"]
-from customgrad import _autodiff, _gradcheck, _memory
-from customgrad._traced_function import TracedFunction
-
-BACKEND = keras.config.backend()
 
 
 def tensor(x, dtype="float32"):
@@ -256,6 +256,7 @@ def test_compiled_function_runs_f_once_and_keeps_names_in_order():
     # Traced once on Keras symbolic tensors; TensorFlow's and JAX's
     # compilers then see the replay, on their own symbolic tensors.
     assert calls == [True]
+
 
 def test_a_call_from_r_whose_result_makes_a_collection_due_tells_r_at_once(
     monkeypatch,
