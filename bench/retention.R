@@ -1,5 +1,5 @@
 # Why the native harness at n = 1e7 runs a full collection every step
-# (bench/README.md): a value R passed to a closure survives the minor
+# (bench/README.md): a value R passed to `(function(x) x)` survives the minor
 # collection run inside a nested call of the next step, until a level-1 or
 # full one. No Keras and no customgrad: a Python object, watched by a weak
 # reference, stands in for a tensor; R's own gc() collects. By hand:
