@@ -1,13 +1,14 @@
 # Why the native harness at n = 1e7 runs a full collection every step
-# (bench/README.md): a value R passed to `(function(x) x)` survives the minor
-# collection run inside a nested call of the next step, until a level-1 or
-# full one. No Keras and no customgrad: a Python object, watched by a weak
-# reference, stands in for a tensor; R's own gc() collects. By hand:
+# (bench/README.md): after a step calls a closure made in its own frame,
+# that frame (every value bound in it) survives the minor collections run
+# inside a nested call of later steps, until a level-1 or full one. No
+# Keras and no customgrad: a Python object, watched by a weak reference,
+# stands in for a tensor; R's own gc() collects. By hand:
 #   RETICULATE_PYTHON=.setup/venv/bin/python Rscript bench/retention.R
 # prints, per step, which earlier steps' objects were alive after the
-# minor collection (empty: none). Measured 2026-11-30: passed to
-# `(function(x) x)`, every earlier one ("0 1 2 3"); not passed, none;
-# collected at the top level instead, none.
+# minor collection (empty: none). Measured 2026-11-30 (R 4.2.2, the same
+# with R_ENABLE_JIT=0): with a closure of the step's frame called, every
+# earlier one ("0 1 2 3"); otherwise, or collected at the top level, none.
 library(reticulate)
 py <- py_run_string(
   "
@@ -45,20 +46,27 @@ run <- function(label, step, nested = TRUE) {
   cat(sprintf("%-44s [%s]\n", label, paste(seen, collapse = "] [")))
 }
 
-run("passed to a closure, collected nested:", function(make) {
+outside <- function(x) NULL
+
+run("a closure of the step's frame called:", function(make) {
   v <- make()
-  (function(x) x)(v)
+  (function(x) NULL)(1)
   NULL
 })
-run("not passed, collected nested:", function(make) {
+run("a closure from outside called:", function(make) {
+  v <- make()
+  outside(1)
+  NULL
+})
+run("nothing called:", function(make) {
   v <- make()
   NULL
 })
 run(
-  "passed to a closure, collected at top level:",
+  "a closure of the step's frame, top level:",
   function(make) {
     v <- make()
-    (function(x) x)(v)
+    (function(x) NULL)(1)
     NULL
   },
   nested = FALSE
