@@ -92,10 +92,7 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
             return _grads_alone(reply) if grads_only else reply
         # Called from R, which holds the result until its collector runs:
         # counted, so that R collects before such results pile up (_memory).
-        # Checked after the result is counted: a collection it makes due
-        # then runs at the start of R's next call, not one call later.
-        reply = _memory.handed_to_r(concrete(upstream, *args))
-        _memory.at_boundary(from_r=True)
+        reply = _memory.returned_to_r(concrete(upstream, *args))
         # R converts a dict reply item by item (~60 us a step at n = 1); a
         # gradient alone reaches it as the tensor it is.
         return _grads_alone(reply) if grads_only else reply
@@ -225,9 +222,7 @@ def compile_function(fn, backend=None):
             if len(compiled) >= _MAX_COMPILED:
                 compiled.popitem(last=False)
             run = compiled[spec.key] = adapter.compile(_Flat(fn, spec))
-        result = _memory.handed_to_r(_plain_dicts(run(*leaves)))
-        _memory.at_boundary(from_r=True)  # as in value_and_grad()
-        return result
+        return _memory.returned_to_r(_plain_dicts(run(*leaves)))
 
     return call
 

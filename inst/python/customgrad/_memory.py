@@ -172,6 +172,17 @@ def handed_to_r(x):
     return x
 
 
+def returned_to_r(x):
+    """Count ``x``, the result of a call R made into an ``op_grad()`` or
+    ``op_compile()`` function, as held by R, then check for a due
+    collection, which R runs before its next call; return ``x``. Checked
+    after counting, so that a collection the result makes due is not one
+    call late."""
+    handed_to_r(x)
+    at_boundary(from_r=True)
+    return x
+
+
 def at_boundary(from_r=False):
     """Collect if a collection is due (called where little is alive): now,
     or with ``from_r`` (a call R made) before R's next call, once."""
