@@ -105,3 +105,23 @@ bytes_only_collections <- function(env = parent.frame()) {
   withr::defer(customgrad:::set_collector(), env)
   memory
 }
+
+# The same with a memory count that grows by `bytes` at each boundary and
+# falls back when R collects: collections fall due on every backend, JAX's
+# tracers included (their bytes are not counted).
+growing_memory_collections <- function(bytes, env = parent.frame()) {
+  memory <- bytes_only_collections(env)
+  fake <- reticulate::py_run_string(
+    paste0(
+      "def memory_now(fresh=False, grown=[0]):\n",
+      "    grown[0] = 0 if fresh else grown[0] + ",
+      bytes,
+      "\n",
+      "    return grown[0]\n"
+    ),
+    local = TRUE,
+    convert = FALSE
+  )
+  reticulate::py_set_attr(memory, "_memory_now", fake$memory_now)
+  memory
+}

@@ -92,7 +92,7 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
             return _grads_alone(reply) if grads_only else reply
         # Called from R, which holds the result until its collector runs:
         # counted, so that R collects before such results pile up (_memory).
-        reply = _memory.returned_to_r(concrete(upstream, *args))
+        reply = _memory.call_from_r(concrete, upstream, *args)
         # R converts a dict reply item by item (~60 us a step at n = 1); a
         # gradient alone reaches it as the tensor it is.
         return _grads_alone(reply) if grads_only else reply
@@ -222,9 +222,13 @@ def compile_function(fn, backend=None):
             if len(compiled) >= _MAX_COMPILED:
                 compiled.popitem(last=False)
             run = compiled[spec.key] = adapter.compile(_Flat(fn, spec))
-        return _memory.returned_to_r(_plain_dicts(run(*leaves)))
+        return _memory.call_from_r(_run_plain, run, leaves)
 
     return call
+
+
+def _run_plain(run, leaves):
+    return _plain_dicts(run(*leaves))
 
 
 # Compiled functions kept per compiled R function (one per nesting).

@@ -17,19 +17,30 @@ threshold:
   allocator's statistics), glibc's count of bytes in use (``mallinfo2()``,
   Linux only) stands in for it; elsewhere the first count bounds R alone.
 
-Passing the threshold marks a collection as due, and it runs at the next
-boundary (the start of a custom-gradient call), when the previous step's
-temporaries are garbage; bytes handed to R alone collect at four times the
-threshold. At the end of a call of ``op_grad()`` or ``op_compile()``'s
-function from R (its result counted), R runs it before its next such
-call (``collect_deferred()``): run inside the call, a collection keeps
-that call's result alive past the minor collections after it, until R's
-next level-1 one (measured on 2026-11-29). A due boundary after that
-collects at once. What the R code running at a collection holds (a
-loop's last results) survives it and is promoted to an older generation,
-which a minor collection does not visit again: when a minor collection
-kept more than half the threshold of what came into use since the one
-before, by the memory count, a full one follows.
+Passing the threshold marks a collection as due; bytes handed to R alone
+collect at four times the threshold. Where it runs matters: a collection
+promotes what the R code running at that moment holds, and R keeps it
+until its next level-1 collection where that code's frames are not
+emptied when they return (those that called a Python function through
+reticulate, keras3's ``op_*()`` among them: bench/retention.R). So a due
+collection runs at the next boundary where R binds nothing of the call
+afterwards:
+
+* the start of a custom gradient's rule, in the backend's backward pass
+  (:func:`at_backward`), where the step's forward R code has returned:
+  TensorFlow and PyTorch (JAX runs the rule while it traces the forward
+  pass, inside that code, so it does not call it);
+* the start of a custom-gradient call, once no rule has run on the main
+  thread since the last collection or twice the threshold has passed (a
+  call's value is often computed as another function's argument,
+  ``op_sum(f(x))``: collected there, R would keep it);
+* for a call R made into an ``op_grad()`` or ``op_compile()`` function,
+  R's next such call (``collect_deferred()``), after this one's result is
+  counted; the rules inside the call do not collect. A due boundary after
+  that collects at once.
+
+When a minor collection kept more than half the threshold of what came
+into use since the one before, by the memory count, a full one follows.
 """
 
 import threading
@@ -49,6 +60,8 @@ _state = {
     "full_collections": 0,
     "seconds": 0.0,  # spent in collections, finalizers included
     "memory_base": None,  # the memory count after the last collection
+    "backward_expected": False,  # a rule ran since the last forward collection
+    "calls_from_r": 0,  # op_grad() / op_compile() calls in progress
 }
 
 
@@ -126,16 +139,21 @@ def _memory_now(fresh=False):
     return None if _reader[0] is None else _reader[0](fresh)
 
 
-def _memory_grew():
-    """Whether the memory count grew past the threshold since the last
-    collection (the first call only takes the baseline)."""
+def _memory_grew(factor=1):
+    """Whether the memory count grew past ``factor`` times the threshold
+    since the last collection (the first call only takes the baseline)."""
     now = _memory_now()
     if now is None:
         return False
     if _state["memory_base"] is None:
         _state["memory_base"] = now
         return False
-    return now - _state["memory_base"] > _state["threshold"]
+    return now - _state["memory_base"] > factor * _state["threshold"]
+
+
+def _due(factor=1):
+    threshold = factor * _state["threshold"]
+    return _state["bytes"] > threshold or _memory_grew(factor)
 
 
 def set_collector(collect, threshold_bytes, defer=None):
@@ -148,6 +166,7 @@ def set_collector(collect, threshold_bytes, defer=None):
     _state["threshold"] = int(threshold_bytes)
     _state["bytes"] = 0
     _state["memory_base"] = None
+    _state["backward_expected"] = False
 
 
 def stats():
@@ -172,26 +191,50 @@ def handed_to_r(x):
     return x
 
 
-def returned_to_r(x):
-    """Count ``x``, the result of a call R made into an ``op_grad()`` or
-    ``op_compile()`` function, as held by R, then check for a due
-    collection, which R runs before its next call; return ``x``. Checked
-    after counting, so that a collection the result makes due is not one
-    call late."""
-    handed_to_r(x)
+def call_from_r(fn, *args):
+    """Run ``fn(*args)``, a call R made into an ``op_grad()`` or
+    ``op_compile()`` function, and return its result, counted as held by
+    R; then check for a due collection, which R runs before its next call.
+    The rules run inside it do not collect: R binds the result after the
+    call, in frames such a collection would promote. Checked after
+    counting, so that a collection the result makes due is not one call
+    late."""
+    _state["calls_from_r"] += 1
+    try:
+        result = fn(*args)
+    finally:
+        _state["calls_from_r"] -= 1
+    handed_to_r(result)
     at_boundary(from_r=True)
-    return x
+    return result
 
 
 def at_boundary(from_r=False):
-    """Collect if a collection is due (called where little is alive): now,
-    or with ``from_r`` (a call R made) before R's next call, once."""
-    if _state["bytes"] > _state["threshold"] or _memory_grew():
-        if from_r and _state["defer"] is not None and not _state["deferred"]:
-            _state["deferred"] = True
-            _state["defer"]()
-        else:
-            _collect()
+    """Collect if a collection is due, at the start of a custom-gradient
+    call: now; with ``from_r`` (a call R made) before R's next call, once;
+    where a rule ran since the last collection, at the next rule instead,
+    unless twice due (a call whose rule never comes)."""
+    if not _due():
+        return
+    if from_r and _state["defer"] is not None and not _state["deferred"]:
+        _state["deferred"] = True
+        _state["defer"]()
+    elif _state["backward_expected"] and not _due(2):
+        return
+    else:
+        _state["backward_expected"] = False
+        _collect()
+
+
+def at_backward():
+    """A custom gradient's rule is about to run: collect if due, unless in
+    a call from R or off R's thread (a device's backward thread), where the
+    next boundary does; later calls leave due collections to the rules."""
+    if _state["calls_from_r"] or threading.current_thread() is not _MAIN:
+        return
+    _state["backward_expected"] = True
+    if _due():
+        _collect()
 
 
 def collect_deferred():

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tensorflow.python.eager import forwardprop_util
 from tensorflow.python.framework.ops import EagerTensor
 
-from customgrad import _bridge
+from customgrad import _bridge, _memory
 from customgrad.errors import TransformError, VariablesError
 
 # A gradient TensorFlow does not need may stay None.
@@ -35,6 +35,7 @@ def custom_gradient(fn):
         state["spec"] = spec
 
         def grad_fn(*upstream, variables=None):
+            _memory.at_backward()
             upstream = _bridge.fill_upstream(upstream, leaves)
             if variables:
                 grads, var_grads = backward(upstream, saved, list(variables))

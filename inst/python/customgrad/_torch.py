@@ -16,7 +16,7 @@ import contextlib
 import keras
 import torch
 
-from customgrad import _bridge, _keras_internals
+from customgrad import _bridge, _keras_internals, _memory
 from customgrad.errors import TransformError
 
 FILL_NONE = False
@@ -66,6 +66,7 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *upstream):
+        _memory.at_backward()
         call = ctx.call
         tensors = ctx.saved_tensors
         flat, saved = list(tensors[: call.n_inputs]), list(tensors[call.n_inputs :])

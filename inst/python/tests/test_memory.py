@@ -1,5 +1,6 @@
 import pathlib
 import sys
+import threading
 
 import keras
 import pytest
@@ -354,3 +355,79 @@ def test_tensorflow_reads_its_gpu_allocator(monkeypatch):
         lambda device: {"current": 4242 if device == "GPU:0" else 0},
     )
     assert adapter.device_memory_in_use()() == 4242
+
+
+@pytest.fixture
+def bytes_only(monkeypatch):
+    """Collections due by the bytes handed to R alone, over a threshold of
+    1,000 bytes: the list of minor collections run."""
+    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
+    calls = []
+    _memory.set_collector(minor_collections(calls), 1000)
+    yield calls
+    _memory.set_collector(None, 64 * 2**20)
+
+
+def test_a_rule_collects_when_due_and_calls_after_it_leave_that_to_rules(
+    bytes_only,
+):
+    _memory.handed_to_r(keras.ops.ones((400,)))  # 1,600 bytes: due
+    _memory.at_backward()
+    assert bytes_only == [1]
+    _memory.handed_to_r(keras.ops.ones((400,)))
+    _memory.at_boundary()
+    assert bytes_only == [1]  # left to the next rule
+    _memory.at_backward()
+    assert bytes_only == [1, 1]
+
+
+def test_a_call_whose_rule_never_comes_collects_at_twice_the_threshold(
+    bytes_only,
+):
+    _memory.at_backward()  # a rule ran, nothing due
+    _memory.handed_to_r(keras.ops.ones((400,)))  # 1,600 bytes
+    _memory.at_boundary()
+    assert bytes_only == []
+    _memory.handed_to_r(keras.ops.ones((200,)))  # 2,400 bytes
+    _memory.at_boundary()
+    assert bytes_only == [1]
+    # No rule since then: the start of a call collects again.
+    _memory.handed_to_r(keras.ops.ones((400,)))
+    _memory.at_boundary()
+    assert bytes_only == [1, 1]
+
+
+def test_a_rule_off_rs_thread_leaves_the_collection_to_the_next_call(
+    bytes_only,
+):
+    _memory.handed_to_r(keras.ops.ones((400,)))  # due
+    thread = threading.Thread(target=_memory.at_backward)
+    thread.start()
+    thread.join()
+    assert bytes_only == []
+    _memory.at_boundary()  # no rule ran on R's thread
+    assert bytes_only == [1]
+
+
+def test_rules_inside_a_call_from_r_leave_the_collection_to_r(monkeypatch):
+    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
+    calls, told = [], []
+    _memory.set_collector(minor_collections(calls), 1000, lambda: told.append(1))
+    try:
+        x = keras.ops.ones((400,))
+        _memory.handed_to_r(x)  # 1,600 bytes: due
+
+        def call(v):
+            _memory.at_backward()  # the rule of a gradient R asked for
+            return v
+
+        assert _memory.call_from_r(call, x) is x
+        assert (calls, told) == ([], [1])  # R collects before its next call
+        _memory.collect_deferred()
+        assert calls == [1]
+        # Such rules do not take the collections from the calls' starts.
+        _memory.handed_to_r(keras.ops.ones((400,)))
+        _memory.at_boundary()
+        assert calls == [1, 1]
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
