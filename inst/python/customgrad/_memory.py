@@ -30,10 +30,12 @@ afterwards:
   (:func:`at_backward`), where the step's forward R code has returned:
   TensorFlow and PyTorch (JAX runs the rule while it traces the forward
   pass, inside that code, so it does not call it);
-* the start of a custom-gradient call, once no rule has run on the main
-  thread since the last collection or twice the threshold has passed (a
-  call's value is often computed as another function's argument,
-  ``op_sum(f(x))``: collected there, R would keep it);
+* the start of a custom-gradient call, unless a rule ran on R's thread
+  since a call's start last collected: then only past twice the
+  threshold (a call whose rule never comes), and calls' starts collect
+  again until a rule runs (a call's value is often computed as another
+  function's argument, ``op_sum(f(x))``: collected there, R would keep
+  it);
 * for a call R made into an ``op_grad()`` or ``op_compile()`` function,
   R's next such call (``collect_deferred()``), after this one's result is
   counted; the rules inside the call do not collect. A due boundary after
@@ -210,16 +212,16 @@ def call_from_r(fn, *args):
 
 
 def at_boundary(from_r=False):
-    """Collect if a collection is due, at the start of a custom-gradient
-    call: now; with ``from_r`` (a call R made) before R's next call, once;
-    where a rule ran since the last collection, at the next rule instead,
-    unless twice due (a call whose rule never comes)."""
+    """Collect if a collection is due: now; with ``from_r`` (a call R
+    made) before R's next call, once; at the start of a custom-gradient
+    call where a rule ran since a call's start last collected, at the next
+    rule instead, unless twice due (a call whose rule never comes)."""
     if not _due():
         return
     if from_r and _state["defer"] is not None and not _state["deferred"]:
         _state["deferred"] = True
         _state["defer"]()
-    elif _state["backward_expected"] and not _due(2):
+    elif not from_r and _state["backward_expected"] and not _due(2):
         return
     else:
         _state["backward_expected"] = False
