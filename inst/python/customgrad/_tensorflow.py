@@ -35,6 +35,7 @@ def custom_gradient(fn):
         state["spec"] = spec
 
         def grad_fn(*upstream, variables=None):
+            # The step's R code has returned: a due collection runs here.
             _memory.at_backward()
             upstream = _bridge.fill_upstream(upstream, leaves)
             if variables:

@@ -66,6 +66,7 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *upstream):
+        # The step's R code has returned: a due collection runs here.
         _memory.at_backward()
         call = ctx.call
         tensors = ctx.saved_tensors
