@@ -108,8 +108,6 @@ def load_trace(data, fill_none):
     """A trace from :func:`save_trace`'s data, for a backend that needs
     zeros (``fill_none``) or accepts None for a missing gradient."""
     c = _program.Compiled()
-    c.forward = _program.Program([_load_step(s) for s in data["forward"]])
-    c.backward = _program.Program([_load_step(s) for s in data["backward"]])
     c.n_slots = data["n_slots"]
     c.n_inputs = data["n_inputs"]
     c.upstream_start = data["upstream_start"]
@@ -124,6 +122,11 @@ def load_trace(data, fill_none):
                 c.grads[i] = ("zeros", i)
                 saved.add(i)
     c.saved = sorted(saved)
+    _program.set_programs(
+        c,
+        [_load_step(s) for s in data["forward"]],
+        [_load_step(s) for s in data["backward"]],
+    )
     return _trace._Trace.from_parts(
         compiled=c,
         nesting=_load_spec(data["nesting"]),

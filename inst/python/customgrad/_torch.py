@@ -27,7 +27,10 @@ GRAD_GETS_VARIABLES = False
 class _Call:
     """State of one call: what backward needs from forward."""
 
-    __slots__ = ("fn", "in_spec", "out_spec", "backward", "n_inputs", "n_outputs")
+    __slots__ = (
+        "fn", "in_spec", "out_spec", "backward", "n_inputs", "n_outputs",
+        "outputs_like",
+    )  # fmt: skip
 
     def __init__(self, fn, in_spec):
         self.fn = fn
@@ -50,6 +53,9 @@ class _Function(torch.autograd.Function):
             list(flat), call.in_spec
         )
         call.n_inputs, call.n_outputs = len(flat), len(leaves)
+        # What a missing upstream's zeros are like (not the outputs: a
+        # reference cycle through the graph).
+        call.outputs_like = [(v.shape, v.dtype, v.device) for v in leaves]
         # Views: with setup_context, an input returned as it is can't be
         # saved (an identity's value), nor an output (what grad keeps).
         inputs = {id(x) for x in flat}
@@ -77,7 +83,11 @@ class _Function(torch.autograd.Function):
             # history. R's f ran with autograd on (forward_history()), so
             # what its grad captured carries history already.
             _, _, saved, backward = call.fn.forward(flat, call.in_spec)
-        grads = backward(list(upstream[: call.n_outputs]), saved)
+        upstream = [
+            torch.zeros(shape, dtype=dtype, device=device) if u is None else u
+            for u, (shape, dtype, device) in zip(upstream, call.outputs_like)
+        ]
+        grads = backward(upstream, saved)
         return (None, *grads)
 
     @staticmethod
@@ -103,6 +113,10 @@ class _EagerFunction(_Function):
     def forward(ctx, call, *flat):
         output = _Function.forward(call, *flat)
         _Function.setup_context(ctx, (call, *flat), output)
+        # No zeros made for the saved tensors' upstream, which backward
+        # ignores (one value's worth of memory a step); a value's missing
+        # upstream is filled in backward.
+        ctx.set_materialize_grads(False)
         return output
 
 

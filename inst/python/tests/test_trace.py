@@ -133,11 +133,16 @@ def test_a_program_runs_each_kind_of_step():
         Step(lambda a: (a * 2,), (None,), {}, [(0, 3)], False, [4]),
     ]
     values = [1, None, None, None, None]
-    Program(steps).run(values)
+    Program(steps, keep=[1, 2, 3, 4]).run(values)
     assert values == [1, 9, 9, 1, 2]
     unchanged = [5]
-    Program([]).run(unchanged)
+    Program([], keep=[]).run(unchanged)
     assert unchanged == [5]
+    # Slots the steps wrote go once no later step reads them (slot 2 at
+    # once: nothing reads it); the input and the kept slot stay.
+    values = [1, None, None, None, None]
+    Program(steps, keep=[4]).run(values)
+    assert values == [1, None, None, None, 2]
 
 
 def test_graph_from_another_source_is_refused():
