@@ -75,6 +75,37 @@ def test_two_inputs_two_outputs():
     np.testing.assert_allclose(gy, [3.0, 4.0])
 
 
+@pytest.mark.backend("torch")
+def test_torch_makes_no_upstream_for_what_the_rule_keeps(monkeypatch):
+    from customgrad import _torch
+
+    seen = []
+    backward = _torch._EagerFunction.backward
+
+    def spy(ctx, *upstream):
+        seen.append(upstream)
+        return backward(ctx, *upstream)
+
+    monkeypatch.setattr(_torch._EagerFunction, "backward", staticmethod(spy))
+
+    def forward(x, **hints):
+        e = keras.ops.exp(x)  # kept for the rule
+
+        def grad(upstream, variables):
+            du, dv = upstream
+            return [du * e + dv * 2.0]
+
+        return reply([e, x * 2.0], grad)
+
+    h = customgrad.custom_gradient(forward)
+    # The second output unused: its upstream is zeros for the rule.
+    (g,) = grad_of(lambda x: h(x)[0], [0.0, 1.0])
+    np.testing.assert_allclose(g, np.exp([0.0, 1.0]), rtol=1e-6)
+    ((used, unused, *kept),) = seen
+    assert used is not None and unused is None
+    assert kept and all(u is None for u in kept)
+
+
 def test_wrong_gradient_count_is_caught():
     def forward(x, **hints):
         return reply(x * 2.0, lambda upstream, variables: [upstream, upstream])
