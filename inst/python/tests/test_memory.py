@@ -360,12 +360,18 @@ def test_tensorflow_reads_its_gpu_allocator(monkeypatch):
 
 
 @pytest.fixture
-def bytes_only(monkeypatch):
+def told():
+    """The times R was told to collect before its next call."""
+    return []
+
+
+@pytest.fixture
+def bytes_only(monkeypatch, told):
     """Collections due by the bytes handed to R alone, over a threshold of
     1,000 bytes: the list of minor collections run."""
     monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
     calls = []
-    _memory.set_collector(minor_collections(calls), 1000)
+    _memory.set_collector(minor_collections(calls), 1000, lambda: told.append(1))
     yield calls
     _memory.set_collector(None, 64 * 2**20)
 
@@ -411,41 +417,31 @@ def test_a_rule_off_rs_thread_leaves_the_collection_to_the_next_call(
     assert bytes_only == [1]
 
 
-def test_rules_inside_a_call_from_r_leave_the_collection_to_r(monkeypatch):
-    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
-    calls, told = [], []
-    _memory.set_collector(minor_collections(calls), 1000, lambda: told.append(1))
-    try:
-        x = keras.ops.ones((400,))
-        _memory.handed_to_r(x)  # 1,600 bytes: due
+def test_rules_inside_a_call_from_r_leave_the_collection_to_r(bytes_only, told):
+    calls = bytes_only
+    x = keras.ops.ones((400,))
+    _memory.handed_to_r(x)  # 1,600 bytes: due
 
-        def call(v):
-            _memory.at_backward()  # the rule of a gradient R asked for
-            return v
+    def call(v):
+        _memory.at_backward()  # the rule of a gradient R asked for
+        return v
 
-        assert _memory.call_from_r(call, x) is x
-        assert (calls, told) == ([], [1])  # R collects before its next call
-        _memory.collect_deferred()
-        assert calls == [1]
-        # Such rules do not take the collections from the calls' starts.
-        _memory.handed_to_r(keras.ops.ones((400,)))
-        _memory.at_boundary()
-        assert calls == [1, 1]
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    assert _memory.call_from_r(call, x) is x
+    assert (calls, told) == ([], [1])  # R collects before its next call
+    _memory.collect_deferred()
+    assert calls == [1]
+    # Such rules do not take the collections from the calls' starts.
+    _memory.handed_to_r(keras.ops.ones((400,)))
+    _memory.at_boundary()
+    assert calls == [1, 1]
 
 
-def test_calls_from_r_keep_their_own_rule_after_a_rule_ran(monkeypatch):
-    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
-    calls, told = [], []
-    _memory.set_collector(minor_collections(calls), 1000, lambda: told.append(1))
-    try:
-        _memory.at_backward()  # a rule ran, nothing due
-        _memory.handed_to_r(keras.ops.ones((400,)))  # 1,600 bytes: due
-        _memory.at_boundary(from_r=True)
-        assert (calls, told) == ([], [1])
-        # R did not collect before the next due call from R: it collects.
-        _memory.at_boundary(from_r=True)
-        assert calls == [1]
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+def test_calls_from_r_keep_their_own_rule_after_a_rule_ran(bytes_only, told):
+    calls = bytes_only
+    _memory.at_backward()  # a rule ran, nothing due
+    _memory.handed_to_r(keras.ops.ones((400,)))  # 1,600 bytes: due
+    _memory.at_boundary(from_r=True)
+    assert (calls, told) == ([], [1])
+    # R did not collect before the next due call from R: it collects.
+    _memory.at_boundary(from_r=True)
+    assert calls == [1]
