@@ -55,41 +55,20 @@
 #' `grad`, and run the replay under the backend's autodiff or compiler.
 #'
 #' @section Memory:
-#' R holds a tensor until its garbage collector runs, and R does not know
-#' a tensor's size. So customgrad runs a minor `gc()` (a few ms) once,
-#' since the last collection, the tensors it handed to R, or the memory in
-#' use on the backend's device, grew past
-#' `getOption("customgrad.gc_threshold_mb", 64)` megabytes; a full one
-#' when the minor one kept more than half of that. The device's memory is
-#' what the backend counts: TensorFlow's allocator on a GPU, PyTorch's on
-#' CUDA and MPS, JAX's on GPU and TPU and its live arrays on a CPU. On a
-#' CPU, TensorFlow and PyTorch count nothing: glibc's count stands in on
-#' Linux, and elsewhere the tensors customgrad hands to R bound what R
-#' holds.
-#'
-#' Where the collection runs matters. A collection promotes what the R
-#' code running at that moment holds, and R keeps it until its next
-#' level-1 collection (about one in 21) where that code's frames are not
-#' emptied when they return, as happens to the arguments of a Python
-#' function called through reticulate (keras3's `op_*()` are such calls).
-#' So customgrad collects where R binds nothing of the call afterwards.
-#' On TensorFlow and PyTorch that is a custom gradient's rule, when the
-#' backward pass (`tape$gradient()`, `backward()`) reaches it: once a rule
-#' has run, the start of a custom-gradient call leaves a due collection to
-#' the next rule, unless twice the threshold has passed (a call whose rule
-#' never comes). Otherwise a collection runs at the start of a
-#' custom-gradient call. JAX runs the rule while it traces the forward
-#' pass, so there it does: in a loop with `jax$grad()`, R keeps the
-#' value of a call made as another function's argument (`op_sum(f(x))`)
-#' when a collection ran in it, up to about 20 steps' values. A collection
-#' that falls due during a call of a function [op_grad()] or [op_compile()]
-#' made (its result counted) runs at the start of its next call, before R
-#' has bound anything of it, and such a loop keeps none.
-#'
-#' A lower threshold runs more collections and holds less: a PyTorch
-#' `op_grad()` loop at 1e6 elements peaked 88 / 118 / 172 MB above its
-#' start with 16 / 32 / 64 MB, at 7.2 / 6.3 / 5.9 ms a step. Set the option
-#' before the first customgrad call.
+#' R releases a tensor only when its garbage collector runs, and R does not
+#' know a tensor's size. So customgrad runs a minor `gc()` (a few ms) once
+#' the tensors it handed to R, or the memory the backend counts on its
+#' device, grew by `getOption("customgrad.gc_threshold_mb", 64)` megabytes
+#' since the last collection, and a full one when the minor one freed too
+#' little. It runs them where R holds nothing of the step in progress (a
+#' custom gradient's rule in the backward pass, the start of the next
+#' call). The device's count is the backend's (TensorFlow's and PyTorch's
+#' allocators on a GPU, JAX's on every device); on a CPU, where TensorFlow
+#' and PyTorch count nothing, glibc's stands in on Linux and the bytes
+#' handed to R bound the rest elsewhere. A lower threshold holds less and
+#' costs time: a PyTorch `op_grad()` loop at 1e6 elements peaked
+#' 88 / 118 / 172 MB above its start with 16 / 32 / 64 MB, at 7.2 / 6.3 /
+#' 5.9 ms a step. Set the option before the first customgrad call.
 #'
 #' A custom-gradient function holds what its `f` captured until R's
 #' collector releases the function, with its Python callable and traces; a

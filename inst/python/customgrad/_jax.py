@@ -2,8 +2,9 @@
 
 JAX calls the gradient rule while it traces the forward pass, so under
 ``jax.grad`` the backward program (or R's ``grad``) runs at forward time,
-on tracers.  JAX wants a zero array, never None, for an input without a
-gradient.
+on tracers; what must happen in the backward pass itself (R's due
+collection, ``_memory``) goes in a callback there.  JAX wants a zero array,
+never None, for an input without a gradient.
 """
 
 import contextlib
@@ -11,7 +12,7 @@ import contextlib
 import jax
 from jax import lax
 
-from customgrad import _bridge, _keras_internals
+from customgrad import _bridge, _keras_internals, _memory
 from customgrad.errors import TransformError
 
 FILL_NONE = True
@@ -63,10 +64,17 @@ def _wrap(fn, in_spec):
     def inner(*flat):
         # Under jax.grad, JAX may hand the primal Python float back here.
         flat = [_bridge.to_tensor(x) for x in flat]
+        eager = not any(isinstance(x, jax.core.Tracer) for x in flat)
         leaves, spec, saved, backward = fn.forward(flat, in_spec)
         state["spec"] = spec
 
         def rule(cotangents):
+            # An eager gradient runs the rule's callbacks in its backward
+            # pass, after R's forward code returned: a collection there
+            # keeps none of that code's values (_memory). Only when due: a
+            # callback costs ~100 us a step.
+            if eager and _memory.rule_traced():
+                jax.debug.callback(_memory.at_backward)
             upstream = _bridge.fill_upstream(list(cotangents), leaves)
             return tuple(backward(upstream, _in_rule_trace(saved)))
 

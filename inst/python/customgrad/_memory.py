@@ -17,19 +17,21 @@ threshold:
   allocator's statistics), glibc's count of bytes in use (``mallinfo2()``,
   Linux only) stands in for it; elsewhere the first count bounds R alone.
 
-Passing the threshold marks a collection as due; bytes handed to R alone
-collect at four times the threshold. Where it runs matters: a collection
-promotes what the R code running at that moment holds, and R keeps it
-until its next level-1 collection where that code's frames are not
-emptied when they return (those that called a Python function through
-reticulate, keras3's ``op_*()`` among them: bench/retention.R). So a due
+Passing the threshold marks a collection as due. Where it runs matters:
+a collection promotes what the R code running at that moment holds, and
+R keeps it until its next level-1 collection where that code's frames
+are not emptied when they return (those that called a Python function
+through reticulate, keras3's ``op_*()`` among them: bench/retention.R).
+Every path that hands R a tensor reaches such a boundary next. So a due
 collection runs at the next boundary where R binds nothing of the call
 afterwards:
 
 * the start of a custom gradient's rule, in the backend's backward pass
-  (:func:`at_backward`), where the step's forward R code has returned:
-  TensorFlow and PyTorch (JAX runs the rule while it traces the forward
-  pass, inside that code, so it does not call it);
+  (:func:`at_backward`), where the step's forward R code has returned.
+  JAX traces the rule with the forward pass, inside that code: in an
+  eager gradient, the rule's trace tells :func:`rule_traced`, and where a
+  collection is due it calls :func:`at_backward` from a callback that JAX
+  runs in the backward pass;
 * the start of a custom-gradient call, unless a rule ran on R's thread
   since a call's start last collected: then only past twice the
   threshold (a call whose rule never comes), and calls' starts collect
@@ -186,10 +188,9 @@ def stats():
 
 
 def handed_to_r(x):
-    """Count ``x`` (a tensor or a nest of them) as held by R; return it."""
+    """Count ``x`` (a tensor or a nest of them) as held by R; return it.
+    The next boundary collects if that made a collection due."""
     _state["bytes"] += _nbytes(x)
-    if _state["bytes"] > 4 * _state["threshold"]:
-        _collect()
     return x
 
 
@@ -226,6 +227,17 @@ def at_boundary(from_r=False):
     else:
         _state["backward_expected"] = False
         _collect()
+
+
+def rule_traced():
+    """A custom gradient's rule was traced with the forward pass, to run
+    in the backward pass (JAX's eager gradients): calls' starts leave due
+    collections to rules, as after :func:`at_backward`. Returns whether a
+    collection is due, for the rule to run :func:`at_backward` then."""
+    if _state["calls_from_r"] or threading.current_thread() is not _MAIN:
+        return False
+    _state["backward_expected"] = True
+    return _due()
 
 
 def at_backward():

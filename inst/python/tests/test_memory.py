@@ -19,15 +19,18 @@ def minor_collections(calls):
     return lambda full: None if full else calls.append(1)
 
 
-def test_results_count_bytes_and_collect_at_four_times_the_threshold():
+def test_results_are_counted_and_collected_at_the_next_boundary_only():
     calls = []
     _memory.set_collector(minor_collections(calls), 1000)
     try:
         x = keras.ops.ones((100,))  # 400 bytes
         before = _memory.stats()["collections"]
-        for _ in range(11):  # 4,400 bytes: one collection past 4x
+        for _ in range(11):  # 4,400 bytes: due, however far past
             _memory.handed_to_r(keras.ops.exp(x))
-        assert len(calls) == 1
+        assert calls == []
+        assert _memory.stats()["bytes"] == 4400
+        _memory.at_boundary()
+        assert calls == [1]
         assert _memory.stats()["collections"] == before + 1
     finally:
         _memory.set_collector(None, 64 * 2**20)
@@ -184,9 +187,10 @@ def test_a_first_collection_before_any_baseline_takes_it(fake_memory):
     used = [1_000_000]
     # A minor one keeps everything.
     collector = fake_memory(used, {False: 0, True: 2500})
-    # Past four thresholds handed to R before any boundary took the
-    # baseline: a collection at once, which takes it.
-    _memory.handed_to_r(keras.ops.ones((1100,)))  # 4,400 bytes
+    # Due by the bytes handed to R before any reading took the baseline:
+    # the collection takes it.
+    _memory.handed_to_r(keras.ops.ones((300,)))  # 1,200 bytes
+    _memory.at_boundary()
     assert collector.calls == ["minor"]
     used[0] += 2500
     _memory.at_boundary()
@@ -445,3 +449,53 @@ def test_calls_from_r_keep_their_own_rule_after_a_rule_ran(bytes_only, told):
     # R did not collect before the next due call from R: it collects.
     _memory.at_boundary(from_r=True)
     assert calls == [1]
+
+
+def test_a_traced_rule_takes_the_collections_from_the_calls_starts(
+    bytes_only, told
+):
+    calls = bytes_only
+    assert not _memory.rule_traced()  # nothing due: the rule needs no callback
+    _memory.handed_to_r(keras.ops.ones((400,)))  # 1,600 bytes: due
+    _memory.at_boundary()
+    assert calls == []  # left to the rule
+    assert _memory.rule_traced()  # due: the rule is to collect
+    # Not inside a call from R: R collects before its next call.
+    _memory.at_backward()
+    _memory.handed_to_r(keras.ops.ones((400,)))
+    assert _memory.call_from_r(lambda: _memory.rule_traced()) is False
+    assert told == [1]
+
+
+@pytest.mark.backend("jax")
+def test_jax_runs_a_due_collection_in_the_eager_backward_pass(monkeypatch):
+    import jax
+    import customgrad
+    from test_adapters import log1pexp_forward
+
+    # Whether the step's forward code had returned at each collection.
+    returned, seen = [False], []
+    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
+    _memory.set_collector(lambda full: full or seen.append(returned[0]), 1000)
+    h = customgrad.custom_gradient(log1pexp_forward)
+
+    def loss(v):
+        returned[0] = False
+        out = keras.ops.sum(h(v))
+        returned[0] = True
+        return out
+
+    try:
+        x = keras.ops.convert_to_tensor([0.0, 1.0])
+        for _ in range(2):
+            _memory.handed_to_r(keras.ops.ones((400,)))  # due
+            g = jax.grad(loss)(x)
+        # The first step collects at the call's start (no rule traced yet),
+        # the second in the backward pass.
+        assert seen == [False, True]
+        assert keras.ops.convert_to_numpy(g) == pytest.approx([0.5, 0.7310586])
+        # Traced under jit, JAX runs the rule where R can't be told: none.
+        _memory.handed_to_r(keras.ops.ones((400,)))
+        assert "callback" not in str(jax.make_jaxpr(jax.grad(loss))(x))
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
