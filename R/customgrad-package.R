@@ -66,9 +66,10 @@
 #' allocators on a GPU, JAX's on every device); on a CPU, where TensorFlow
 #' and PyTorch count nothing, glibc's stands in on Linux and the bytes
 #' handed to R bound the rest elsewhere. A lower threshold holds less and
-#' costs time: a PyTorch `op_grad()` loop at 1e6 elements peaked
-#' 88 / 118 / 172 MB above its start with 16 / 32 / 64 MB, at 7.2 / 6.3 /
-#' 5.9 ms a step. Set the option before the first customgrad call.
+#' costs time: a PyTorch `op_grad()` loop at 1e6 elements peaked 72-80 /
+#' 84-91 / 129-137 MB above its start with 16 / 32 / 64 MB, at 7.1 /
+#' 5.5-6.4 / 5.2-5.5 ms a step. Set the option before the first customgrad
+#' call.
 #'
 #' A custom-gradient function holds what its `f` captured until R's
 #' collector releases the function, with its Python callable and traces; a
