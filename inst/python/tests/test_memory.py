@@ -460,11 +460,12 @@ def test_a_traced_rule_takes_the_collections_from_the_calls_starts(
     _memory.at_boundary()
     assert calls == []  # left to the rule
     assert _memory.rule_traced()  # due: the rule is to collect
-    # Not inside a call from R: R collects before its next call.
-    _memory.at_backward()
+    _memory.at_backward()  # its callback, in the backward pass
+    assert calls == [1]
+    # Inside a call from R the rule leaves it to R, before R's next call.
     _memory.handed_to_r(keras.ops.ones((400,)))
     assert _memory.call_from_r(lambda: _memory.rule_traced()) is False
-    assert told == [1]
+    assert (calls, told) == ([1], [1])
 
 
 @pytest.mark.backend("jax")
