@@ -72,7 +72,7 @@ def _wrap(fn, in_spec):
             # An eager gradient runs the rule's callbacks in its backward
             # pass, after R's forward code returned: a collection there
             # keeps none of that code's values (_memory). Only when due: a
-            # callback costs ~100 us a step.
+            # callback costs 0.1-0.3 ms a step (bench/README.md).
             if eager and _memory.rule_traced():
                 jax.debug.callback(_memory.at_backward)
             upstream = _bridge.fill_upstream(list(cotangents), leaves)
