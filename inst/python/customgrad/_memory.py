@@ -230,10 +230,11 @@ def at_boundary(from_r=False):
 
 
 def rule_traced():
-    """A custom gradient's rule was traced with the forward pass, to run
-    in the backward pass (JAX's eager gradients): calls' starts leave due
-    collections to rules, as after :func:`at_backward`. Returns whether a
-    collection is due, for the rule to run :func:`at_backward` then."""
+    """A custom gradient's rule is to run in the backward pass (traced with
+    the forward pass in JAX's eager gradients): later calls' starts leave
+    due collections to rules. Whether the rule is to collect: a collection
+    is due, and this is neither a call from R nor off R's thread (a
+    device's backward thread), where the next boundary collects."""
     if _state["calls_from_r"] or threading.current_thread() is not _MAIN:
         return False
     _state["backward_expected"] = True
@@ -241,13 +242,9 @@ def rule_traced():
 
 
 def at_backward():
-    """A custom gradient's rule is about to run: collect if due, unless in
-    a call from R or off R's thread (a device's backward thread), where the
-    next boundary does; later calls leave due collections to the rules."""
-    if _state["calls_from_r"] or threading.current_thread() is not _MAIN:
-        return
-    _state["backward_expected"] = True
-    if _due():
+    """A custom gradient's rule is about to run: collect if it is to
+    (:func:`rule_traced`)."""
+    if rule_traced():
         _collect()
 
 
