@@ -64,6 +64,9 @@
 #' `f` (`op_grad(op_grad(f))`) is recorded as one operation and replayed
 #' too. Inside a compiled function ([op_compile()], `jax$jit()`,
 #' `tf.function`) `g` runs the replay, traced by the backend's compiler.
+#' Called eagerly on TensorFlow, `g` runs a signature's replay as a
+#' `tf.function` from that signature's second call on: one graph call
+#' rather than an eager call per operation.
 #'
 #' @section Errors:
 #' Errors in `f` reach the caller as the original condition. customgrad's

@@ -20,7 +20,7 @@ import collections
 
 import keras
 
-from customgrad import _backend, _bridge, _memory, _messages
+from customgrad import _backend, _bridge, _memory, _messages, _trace
 from customgrad._keras_internals import symbolic_call
 from customgrad._structure import any_symbolic, flatten, unflatten
 from customgrad._traced_function import GradientOp, TracedFunction
@@ -55,7 +55,9 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
     Called on Keras symbolic tensors (another function being traced), the
     call is recorded as one :class:`_traced_function.GradientOp` node.
     """
-    vjp = vjp_for(backend)
+    adapter = _backend.adapter(backend)
+    vjp = adapter.vjp
+    replays = None
     if isinstance(fn, TracedFunction):
         run = fn
     else:
@@ -85,14 +87,22 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
             unflatten(out["spec"], list(values)), unflatten(spec, list(grads))
         )
 
+    if isinstance(fn, TracedFunction) and adapter.COMPILES_GRADIENT_REPLAYS:
+        replays = _CompiledCalls(concrete, adapter.compile)
+
     def call(upstream, *args):
         if any_symbolic([upstream, list(args)]):
             traced = fn if isinstance(fn, TracedFunction) else None
             reply = symbolic_call(GradientOp(concrete, traced, wrt), upstream, *args)
             return _grads_alone(reply) if grads_only else reply
+        # Once these inputs' trace is cached (the first call traces, or
+        # falls back to R), the backend may run its replay compiled.
+        run_call = concrete
+        if replays is not None and fn.replays(*args):
+            run_call = replays
         # Called from R, which holds the result until its collector runs:
         # counted, so that R collects before such results pile up (_memory).
-        reply = _memory.call_from_r(concrete, upstream, *args)
+        reply = _memory.call_from_r(run_call, upstream, *args)
         # R converts a dict reply item by item (~60 us a step at n = 1); a
         # gradient alone reaches it as the tensor it is.
         return _grads_alone(reply) if grads_only else reply
@@ -225,6 +235,29 @@ def compile_function(fn, backend=None):
         return _memory.call_from_r(_run_plain, run, leaves)
 
     return call
+
+
+class _CompiledCalls:
+    """``concrete(upstream, *args)`` compiled by ``compile``, of the flat
+    tensors: one compiled function per signature, as the trace cache keys
+    them (each traced once, so that TensorFlow sees no retracing to warn
+    of), and per upstream given or not."""
+
+    def __init__(self, concrete, compile):
+        self._concrete = concrete
+        self._compile = compile
+        self._compiled = collections.OrderedDict()
+
+    def __call__(self, upstream, *args):
+        leaves, spec = flatten([upstream, *args])
+        tensors = [x for x in leaves if x is not None]  # upstream None
+        key = (upstream is None, _trace.signature(tensors, spec))
+        run = self._compiled.get(key)
+        if run is None:
+            if len(self._compiled) >= _MAX_COMPILED:
+                self._compiled.popitem(last=False)
+            run = self._compiled[key] = self._compile(_Flat(self._concrete, spec))
+        return _run_plain(run, leaves)
 
 
 def _run_plain(run, leaves):

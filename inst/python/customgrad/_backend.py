@@ -9,7 +9,8 @@ interface, and nothing else in the package asks which backend is active:
 * ``vjp(flat_fn, xs, make_upstream)``: values and vector-Jacobian product
   (``make_upstream`` None: ones, for a one-element value).
 * ``compile(fn)``: the backend's tracing compiler, or the function itself
-  where there is none.
+  where there is none; ``COMPILES_GRADIENT_REPLAYS``: whether a gradient of
+  a traced R function, called eagerly from R, runs compiled.
 * ``no_grad()``: a context without autograd recording.
 * ``GRAD_GETS_VARIABLES``: whether the backend hands ``grad`` the
   variables ``f`` read (TensorFlow's ``variables=``).

@@ -19,6 +19,8 @@ FILL_NONE = True
 # jax.jit traces R once per signature.
 # JAX never hands grad variables.
 GRAD_GETS_VARIABLES = False
+# A traced function's gradient called eagerly from R replays eagerly.
+COMPILES_GRADIENT_REPLAYS = False
 
 
 def custom_gradient(fn):

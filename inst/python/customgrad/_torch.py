@@ -22,6 +22,8 @@ from customgrad.errors import TransformError
 FILL_NONE = False
 # PyTorch never hands grad variables.
 GRAD_GETS_VARIABLES = False
+# A traced function's gradient called eagerly from R replays eagerly.
+COMPILES_GRADIENT_REPLAYS = False
 
 
 class _Call:

@@ -57,6 +57,14 @@ class TracedFunction(_trace.TraceCache):
             return _bridge.call_r(self.r_fn, *args)
         return entry(leaves)
 
+    def replays(self, *args):
+        """Whether a call on ``args`` would replay a cached trace (no R)."""
+        if not self.trace:
+            return False
+        leaves, spec = flatten(list(args))
+        entry = self.cached(_trace.signature(leaves, spec), leaves, spec)
+        return isinstance(entry, _Replay)
+
     def _tell(self, reason):
         if not self.notified and self.notify is not None:
             self.notified = True

@@ -64,6 +64,59 @@ def test_a_failed_trace_calls_r_every_time_and_tells_once():
     assert f.calls == 4  # the failed trace, then every call
 
 
+def test_a_failed_trace_gives_each_calls_own_values():
+    # R runs at every call: nothing of one call's values is kept (compiled).
+    traced = TracedFunction(CountedF(fail=True))
+    for x in ([2.0], [1.0], [-3.0], [0.5]):
+        np.testing.assert_allclose(grad(traced, x), 3 * np.square(x), rtol=1e-6)
+
+
+class CountedReplays(TracedFunction):
+    """A traced function counting the Python runs of its replay."""
+
+    runs = 0
+
+    def __call__(self, *args):
+        self.runs += 1
+        return super().__call__(*args)
+
+
+@pytest.mark.backend("tensorflow")
+def test_tensorflow_runs_a_cached_replay_compiled():
+    f = CountedF()
+    traced = CountedReplays(f)
+    call = _autodiff.value_and_grad(traced, positions=[1])
+    cubes = CountedReplays(lambda v, tracing=False: v * v * v)
+    vjp = _autodiff.value_and_grad(cubes, positions=[1])
+    upstream = keras.ops.convert_to_tensor([2.0, 0.5])
+    for x in ([1.0, 2.0], [3.0, -1.0], [0.5, 4.0], [-2.0, 1.0]):
+        t = keras.ops.convert_to_tensor(x)
+        out = call(None, t)
+        np.testing.assert_allclose(out["grad"][0], 3 * np.square(x), rtol=1e-6)
+        np.testing.assert_allclose(out["value"], np.sum(np.power(x, 3)), rtol=1e-6)
+        out = vjp(upstream, t)
+        np.testing.assert_allclose(
+            out["grad"][0], np.array([2.0, 0.5]) * 3 * np.square(x), rtol=1e-6
+        )
+    # The first call traced f and replayed eagerly; tf.function's trace ran
+    # the replay once more; the other calls ran the graph, not Python.
+    assert f.calls == 1
+    assert (traced.runs, cubes.runs) == (2, 2)
+
+
+@pytest.mark.backend("tensorflow")
+def test_tensorflow_compiles_each_signature_apart_with_no_retracing_warning(caplog):
+    traced = CountedReplays(CountedF())
+    call = _autodiff.value_and_grad(traced, positions=[1])
+    for n in range(1, 8):
+        x = np.linspace(-1.0, 1.0, n)
+        for _ in range(3):
+            out = call(None, keras.ops.convert_to_tensor(x))
+            np.testing.assert_allclose(out["grad"][0], 3 * np.square(x), rtol=1e-5)
+    assert traced.runs == 2 * 7
+    assert not [r for r in caplog.records if "retracing" in r.getMessage()]
+
+
 def test_strict_raises_and_false_never_traces():
     with pytest.raises(TraceError):
         grad(TracedFunction(CountedF(fail=True), trace="strict"), [1.0])
