@@ -103,7 +103,10 @@
 #' * Keras variables that `f` captures are read at every call.
 #' * `f` or `grad` that reads a tensor's value in R (`as.numeric()`,
 #'   `as.array()`, `print()`, an `if ()` on a tensor), draws R random
-#'   numbers, or calls something that Keras can't record, can't be traced.
+#'   numbers or Keras random numbers on a shape alone
+#'   (`random_uniform(op_shape(x))`; a layer that draws from its input,
+#'   such as `layer_dropout()`, is traced), or calls something that Keras
+#'   can't record, can't be traced.
 #'   For that signature R then runs `f` at every call and `grad` at every
 #'   backward pass, as with `trace = FALSE`; a message of class
 #'   `customgrad_message_fallback` says so, once per function. With

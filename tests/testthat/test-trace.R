@@ -149,6 +149,46 @@ test_that("strict tracing makes a fallback a classed error", {
   expect_tensor(strict$h(0), log(2))
 })
 
+test_that("Keras random numbers drawn on a shape fall back; a dropout layer is replayed", {
+  skip_if_no_backend()
+  noisy <- op_custom_gradient(function(x) {
+    tuple(op_add(x, random_uniform(op_shape(x))), function(upstream) upstream)
+  })
+  x <- op_zeros(4)
+  expect_message(
+    first <- as.array(noisy(x)),
+    "Keras random numbers on no traced tensor",
+    class = "customgrad_message_fallback"
+  )
+  second <- as.array(noisy(x))
+  expect_false(isTRUE(all.equal(first, second)))
+  expect_true(all(second >= 0 & second < 1))
+  # A seed generator draws anew too; op_grad() falls back the same way.
+  generator <- random_seed_generator(1)
+  g <- op_grad(function(x) {
+    op_sum(op_multiply(x, random_uniform(op_shape(x), seed = generator)))
+  })
+  expect_message(first <- as.array(g(x)), class = "customgrad_message_fallback")
+  expect_false(isTRUE(all.equal(first, as.array(g(x)))))
+  strict <- op_grad(
+    function(x) op_sum(op_multiply(x, random_uniform(op_shape(x)))),
+    trace = "strict"
+  )
+  expect_error(strict(x), "Keras random numbers", class = "customgrad_error_trace")
+  # Dropout draws from its traced input: traced once, a new mask each call.
+  dropout <- layer_dropout(rate = 0.5)
+  runs <- 0
+  dropped <- op_grad(function(x) {
+    runs <<- runs + 1
+    op_sum(dropout(x, training = TRUE))
+  })
+  ones <- op_ones(64)
+  expect_no_message(masks <- lapply(1:3, function(i) as.array(dropped(ones))))
+  expect_identical(runs, 1)
+  expect_false(isTRUE(all.equal(masks[[2]], masks[[3]])))
+  expect_setequal(unique(unlist(masks)), c(0, 2))
+})
+
 test_that("captured R values are fixed at the trace; Keras variables are read at every call", {
   skip_if_no_backend()
   k <- 2

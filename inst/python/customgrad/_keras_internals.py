@@ -39,6 +39,8 @@ INTERNALS = (
     "keras.ops arithmetic class names",
     "serialize_keras_object asks get_build_config()",
     "Lambda.get_config serialises its function",
+    "SeedGenerator.next draws every seeded or unseeded random number",
+    "keras.src.backend.in_stateless_scope",
 )
 
 
@@ -177,6 +179,24 @@ def auto_name(prefix):
     (``prefix``, ``prefix_1``, ...).  Relies on
     ``keras.src.utils.naming.auto_name``."""
     return _keras_src("utils.naming", "auto_name")(prefix)
+
+
+# --- Random numbers ----------------------------------------------------------
+
+
+def seed_draw_code():
+    """The code object of ``keras.random.SeedGenerator.next``, which every
+    draw of Keras' random numbers runs, unless its seed is an integer
+    (``seed = NULL`` draws from Keras' global seed generator).  Relies on
+    ``keras.src.random.seed_generator.draw_seed`` calling it."""
+    return keras.random.SeedGenerator.next.__code__
+
+
+def in_stateless_scope():
+    """Whether Keras is in a stateless scope, as when it runs a layer on
+    placeholders to infer its output's shape (its draws are then not
+    made).  Relies on ``keras.src.backend.in_stateless_scope``."""
+    return _keras_src("backend", "in_stateless_scope")()
 
 
 # --- Saving ------------------------------------------------------------------

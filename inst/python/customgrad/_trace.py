@@ -29,6 +29,7 @@ stack runs out).
 """
 
 import contextlib
+import sys
 import threading
 from collections import OrderedDict
 
@@ -36,7 +37,7 @@ import keras
 import numpy as np
 from keras import KerasTensor
 
-from customgrad import _backend, _bridge, _messages
+from customgrad import _backend, _bridge, _keras_internals, _messages
 from customgrad import _program
 from customgrad._structure import flatten
 from customgrad.errors import (
@@ -72,6 +73,52 @@ class _Nested:
 
 
 nested_call = _Nested()
+
+
+# Seed generators' draws seen on this thread while R traces (see drawless).
+_draws = threading.local()
+DRAW_REASON = (
+    "It drew Keras random numbers on no traced tensor (such as "
+    "`random_uniform(op_shape(x))`), which a trace would fix at one draw."
+)
+
+
+@contextlib.contextmanager
+def drawless():
+    """Fail the trace made in this block (:class:`_messages.TraceFailed`) if
+    it drew Keras random numbers that the replay would not draw again: a
+    draw on no traced tensor runs while tracing, once, and the trace would
+    keep its value, as it would R's own random numbers (R refuses those).
+
+    Every such draw runs ``SeedGenerator.next``, and Keras keeps no list of
+    seed generators whose states could be compared, so a profile function
+    on this thread, for the block only, counts the calls of that function.
+    Draws inside a stateless scope are made on Keras' placeholders, where
+    it infers the output of a layer called on traced tensors (a ``Lambda``
+    layer): the replay calls the layer, which draws again. A profiler
+    already running on this thread (cProfile) is left alone, and then no
+    draw is seen."""
+    before = getattr(_draws, "count", 0)
+    running = sys.getprofile()
+    if running is None:
+        _draws.code = _keras_internals.seed_draw_code()
+        sys.setprofile(_count_draw)
+    try:
+        yield
+    finally:
+        if running is None:
+            sys.setprofile(None)
+    if getattr(_draws, "count", 0) != before:
+        raise _messages.TraceFailed(DRAW_REASON)
+
+
+def _count_draw(frame, event, arg):
+    if (
+        event == "call"
+        and frame.f_code is _draws.code
+        and not _keras_internals.in_stateless_scope()
+    ):
+        _draws.count = getattr(_draws, "count", 0) + 1
 
 
 class RCalls:
@@ -267,7 +314,7 @@ class Traced(TraceCache):
         pending = _Pending(key)
         self.in_progress.append(pending)
         try:
-            with nested_call:
+            with nested_call, drawless():
                 entry = _Trace(self.r_calls, flat, in_spec, pending)
         except _messages.TraceFailed as exc:
             entry = _Fallback(str(exc))

@@ -99,7 +99,7 @@ class TracedFunction(_trace.TraceCache):
             KerasTensor(_bridge.static_shape(x), _trace._dtype(x)) for x in leaves
         ]
         try:
-            with _trace.nested_call:
+            with _trace.nested_call, _trace.drawless():
                 value = _messages.check_trace_failed(
                     _bridge.call_r(
                         self.r_fn, *unflatten(spec, symbolic), count=False, tracing=True

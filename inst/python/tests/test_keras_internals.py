@@ -243,6 +243,47 @@ def test_lambda_get_config_serialises_its_function_in_its_frame():
     assert ki.lambda_layer_serialising() is None
 
 
+def test_every_random_draw_runs_seed_generator_next():
+    import sys
+
+    seen = []
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code is ki.seed_draw_code():
+            seen.append(frame.f_code)
+
+    def draws(fn):
+        seen.clear()
+        sys.setprofile(watch)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+        return len(seen)
+
+    with relied_on(
+        "SeedGenerator.next draws every seeded or unseeded random number",
+        "`keras.random` functions run `SeedGenerator.next()` for a seed that "
+        "is None (the global generator) or a `SeedGenerator`, not for an "
+        "integer seed",
+    ):
+        assert draws(lambda: keras.random.uniform((2,))) == 1
+        generator = keras.random.SeedGenerator(1)
+        assert draws(lambda: keras.random.normal((2,), seed=generator)) == 1
+        assert draws(lambda: keras.random.uniform((2,), seed=3)) == 0
+
+
+def test_stateless_scope_is_seen():
+    with relied_on(
+        "keras.src.backend.in_stateless_scope",
+        "`in_stateless_scope()` is True inside `keras.StatelessScope()` only",
+    ):
+        assert not ki.in_stateless_scope()
+        with keras.StatelessScope():
+            assert ki.in_stateless_scope()
+        assert not ki.in_stateless_scope()
+
+
 def test_every_internal_is_checked():
     # Runs last in this file (pytest keeps the order of definition).
     assert _checked == set(ki.INTERNALS)

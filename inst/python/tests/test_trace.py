@@ -74,6 +74,46 @@ def test_value_read_falls_back_and_notifies_once():
     assert forward.calls == 3  # the failed trace, then once per call
 
 
+class Noisy(Counted):
+    """A stand-in for R's forward adding Keras random noise drawn on a
+    shape (``seed``: Keras' seed argument)."""
+
+    def __init__(self, seed=None):
+        super().__init__()
+        self.seed = seed
+
+    def __call__(self, x, tracing=False, **hints):
+        self.calls += 1
+        noise = keras.random.uniform(tuple(x.shape), seed=self.seed)
+        return reply(keras.ops.add(x, noise), lambda upstream, variables: [upstream])
+
+
+def test_a_keras_random_draw_on_a_shape_falls_back_and_draws_at_every_call():
+    reasons = []
+    forward = Noisy()
+    h = customgrad.custom_gradient(forward, notify=reasons.append)
+    x = keras.ops.zeros((4,))
+    values = [keras.ops.convert_to_numpy(h(x)) for _ in range(3)]
+    assert not np.allclose(values[0], values[1])
+    assert not np.allclose(values[1], values[2])
+    assert forward.calls == 4  # the failed trace, then every call
+    assert len(reasons) == 1 and "random" in reasons[0]
+    # A seed generator draws through the same function; an integer seed
+    # draws the same numbers at every call, so its trace is kept.
+    generator = Noisy(seed=keras.random.SeedGenerator(5))
+    customgrad.custom_gradient(generator)(x)
+    customgrad.custom_gradient(generator)(x)
+    assert generator.calls == 4
+    seeded = Noisy(seed=7)
+    h = customgrad.custom_gradient(seeded)
+    first = keras.ops.convert_to_numpy(h(x))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(h(x)), first)
+    assert seeded.calls == 1
+    with pytest.raises(Exception) as info:
+        customgrad.custom_gradient(Noisy(), strict=True)(x)
+    assert isinstance(customgrad.find_error(info.value), TraceError)
+
+
 def test_strict_mode_raises_instead():
     h = customgrad.custom_gradient(Counted(read_value=True), strict=True)
     with pytest.raises(Exception) as info:

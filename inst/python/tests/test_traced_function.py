@@ -117,6 +117,50 @@ def test_tensorflow_compiles_each_signature_apart_with_no_retracing_warning(capl
     assert not [r for r in caplog.records if "retracing" in r.getMessage()]
 
 
+def test_a_keras_random_draw_falls_back_and_a_dropout_layer_is_replayed():
+    told = []
+
+    def noisy(x, tracing=False):
+        return keras.ops.sum(x * keras.random.uniform(tuple(x.shape)))
+
+    traced = TracedFunction(noisy, notify=told.append)
+    x = [1.0, 2.0, 3.0]
+    first, second = grad(traced, x), grad(traced, x)
+    assert not np.allclose(first, second)
+    assert len(told) == 1 and "random" in told[0]
+    # Dropout draws from its traced input: recorded, and drawn again at
+    # every replay.
+    dropout = keras.layers.Dropout(0.5)
+    calls = []
+
+    def dropped(x, tracing=False):
+        calls.append(1)
+        return keras.ops.sum(dropout(x, training=True))
+
+    traced = TracedFunction(dropped)
+    masks = [grad(traced, [1.0] * 32) for _ in range(3)]
+    assert len(calls) == 1
+    assert not np.allclose(masks[1], masks[2])
+    assert set(np.unique(np.concatenate(masks))) <= {0.0, 2.0}
+    # A layer whose output Keras infers by running it on placeholders
+    # draws there, in a stateless scope: not a draw the trace keeps.
+    # (A seed generator: JAX's placeholders refuse unseeded draws.)
+    generator = keras.random.SeedGenerator(3)
+    scaled = keras.layers.Lambda(
+        lambda v: v * keras.random.uniform(keras.ops.shape(v), seed=generator)
+    )
+    calls.clear()
+
+    def lambda_layer(x, tracing=False):
+        calls.append(1)
+        return keras.ops.sum(scaled(x))
+
+    traced = TracedFunction(lambda_layer)
+    draws = [grad(traced, [1.0] * 4) for _ in range(3)]
+    assert len(calls) == 1
+    assert not np.allclose(draws[1], draws[2])
+
+
 def test_strict_raises_and_false_never_traces():
     with pytest.raises(TraceError):
         grad(TracedFunction(CountedF(fail=True), trace="strict"), [1.0])
