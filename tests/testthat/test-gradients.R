@@ -365,6 +365,17 @@ test_that("an f that can't be traced runs at every call, after one message namin
   )
 })
 
+test_that("the backend's own gradient of a replayed op_grad() is the second derivative", {
+  skip_if_no_backend()
+  # Calls after the first replay (compiled on TensorFlow): the user's
+  # tape, jax.grad or backward() differentiates the replay itself.
+  d1 <- op_grad(function(x) op_sum(op_sin(x)))
+  x <- c(0.5, 1, 2)
+  for (i in 1:3) {
+    expect_values(native_grad(function(t) d1(t), x + i), -sin(x + i), tolerance = 1e-5)
+  }
+})
+
 test_that("gradients of gradients are traced too: a replay runs no R", {
   skip_if_no_backend()
   d1 <- op_grad(function(x) sum(sin(x)))
