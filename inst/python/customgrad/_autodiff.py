@@ -57,7 +57,6 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
     """
     adapter = _backend.adapter(backend)
     vjp = adapter.vjp
-    replays = None
     if isinstance(fn, TracedFunction):
         run = fn
     else:
@@ -87,6 +86,7 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
             unflatten(out["spec"], list(values)), unflatten(spec, list(grads))
         )
 
+    replays = None
     if isinstance(fn, TracedFunction) and adapter.COMPILES_GRADIENT_REPLAYS:
         replays = _CompiledCalls(concrete, adapter.compile)
 
