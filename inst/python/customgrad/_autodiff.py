@@ -88,21 +88,20 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
 
     replays = None
     if isinstance(fn, TracedFunction) and adapter.COMPILES_GRADIENT_REPLAYS:
-        replays = _CompiledCalls(concrete, adapter.compile)
+        replays = _CompiledCalls(concrete, fn, adapter.compile)
 
     def call(upstream, *args):
         if any_symbolic([upstream, list(args)]):
             traced = fn if isinstance(fn, TracedFunction) else None
             reply = symbolic_call(GradientOp(concrete, traced, wrt), upstream, *args)
             return _grads_alone(reply) if grads_only else reply
-        # Once these inputs' trace is cached (the first call traces, or
-        # falls back to R), the backend may run its replay compiled.
-        run_call = concrete
-        if replays is not None and fn.replays(*args):
-            run_call = replays
         # Called from R, which holds the result until its collector runs:
         # counted, so that R collects before such results pile up (_memory).
-        reply = _memory.call_from_r(run_call, upstream, *args)
+        compiled = None if replays is None else replays.find(upstream, args)
+        if compiled is None:
+            reply = _memory.call_from_r(concrete, upstream, *args)
+        else:
+            reply = _memory.call_from_r(_run_plain, *compiled)
         # R converts a dict reply item by item (~60 us a step at n = 1); a
         # gradient alone reaches it as the tensor it is.
         return _grads_alone(reply) if grads_only else reply
@@ -241,23 +240,30 @@ class _CompiledCalls:
     """``concrete(upstream, *args)`` compiled by ``compile``, of the flat
     tensors: one compiled function per signature, as the trace cache keys
     them (each traced once, so that TensorFlow sees no retracing to warn
-    of), and per upstream given or not."""
+    of), and per upstream given or not.  ``traced`` is the
+    :class:`_traced_function.TracedFunction` that ``concrete`` calls."""
 
-    def __init__(self, concrete, compile):
+    def __init__(self, concrete, traced, compile):
         self._concrete = concrete
+        self._traced = traced
         self._compile = compile
         self._compiled = collections.OrderedDict()
 
-    def __call__(self, upstream, *args):
+    def find(self, upstream, args):
+        """``(compiled, flat tensors)`` for this call, or None while its
+        inputs' trace is no cached replay (the first call traces and runs
+        eagerly; a signature that falls back to R stays eager)."""
         leaves, spec = flatten([upstream, *args])
         tensors = [x for x in leaves if x is not None]  # upstream None
         key = (upstream is None, _trace.signature(tensors, spec))
         run = self._compiled.get(key)
         if run is None:
+            if not self._traced.replays(*args):
+                return None
             if len(self._compiled) >= _MAX_COMPILED:
                 self._compiled.popitem(last=False)
             run = self._compiled[key] = self._compile(_Flat(self._concrete, spec))
-        return _run_plain(run, leaves)
+        return run, leaves
 
 
 def _run_plain(run, leaves):
