@@ -253,6 +253,8 @@ class _CompiledCalls:
         """``(compiled, flat tensors)`` for this call, or None while its
         inputs' trace is no cached replay (the first call traces and runs
         eagerly; a signature that falls back to R stays eager)."""
+        if not self._traced.trace:
+            return None  # R at every call; its arguments may be no tensors
         leaves, spec = flatten([upstream, *args])
         tensors = [x for x in leaves if x is not None]  # upstream None
         key = (upstream is None, _trace.signature(tensors, spec))

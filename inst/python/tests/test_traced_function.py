@@ -169,6 +169,15 @@ def test_strict_raises_and_false_never_traces():
     grad(untraced, [1.0])
     grad(untraced, [1.0])
     assert f.calls == 2 and untraced.n_cached == 0
+    # Untraced, an argument not differentiated may be any object (a model).
+    scaled = TracedFunction(
+        lambda x, model, tracing=False: keras.ops.sum(x * x) * model.scale, trace=False
+    )
+    model = type("Model", (), {"scale": 3.0})()
+    call = _autodiff.value_and_grad(scaled, positions=[1], wrt=[0])
+    for _ in range(2):
+        out = call(None, keras.ops.convert_to_tensor([1.0, 2.0]), model)
+        np.testing.assert_allclose(out["grad"][0], [6.0, 12.0], rtol=1e-6)
 
 
 def test_past_max_traces_the_oldest_goes_and_r_is_warned_once():
