@@ -99,7 +99,17 @@
 #' and JAX (on PyTorch, [op_compile()] runs its R function at every call):
 #'
 #' * R side effects (`cat()`, counters, files) happen while tracing, not at
-#'   every call, and R values that `f` captures are fixed when it is traced.
+#'   every call.
+#' * R values that `f` or `grad` read from outside their arguments (global
+#'   variables, and those read by R functions they call) are fixed in the
+#'   trace. Called from R, the function checks before each call that they
+#'   are still the values it was traced with; once one has changed, R runs
+#'   `f` at every call, after a message of class
+#'   `customgrad_message_fallback` (with `trace = "strict"`, an error of
+#'   class `customgrad_error_trace`). Pass values that change as arguments.
+#'   Called from Python (`model$fit()`, `tf.function`, `jax$jit()`), the
+#'   values stay fixed; a value changed inside an environment (`cfg$lr`)
+#'   is not seen.
 #' * Keras variables that `f` captures are read at every call.
 #' * `f` or `grad` that reads a tensor's value in R (`as.numeric()`,
 #'   `as.array()`, `print()`, an `if ()` on a tensor), draws R random
@@ -378,6 +388,9 @@ custom_gradient_body <- function(inputs) {
     if (!identical(.customgrad_state$session, the$session)) {
       fn <- custom_gradient_entry(.customgrad_state, sys.call())
     }
+    if (!is.null(.customgrad_state$captured)) {
+      watch_custom_gradient_captures(.customgrad_state, sys.call())
+    }
     as_r_result(reticulate::py_call(fn, !!!args), call = sys.call())
   })
 }
@@ -388,6 +401,9 @@ call_custom_gradient <- function(state, inputs, call = sys.call(-1)) {
   fn <- state$py_from_r
   if (!identical(state$session, the$session)) {
     fn <- custom_gradient_entry(state, call)
+  }
+  if (!is.null(state$captured)) {
+    watch_custom_gradient_captures(state, call)
   }
   labels <- names(inputs) %||% character(length(inputs))
   labels[!nzchar(labels)] <- paste0("..", which(!nzchar(labels)))
@@ -451,8 +467,23 @@ custom_gradient_callable <- function(state, call = rlang::caller_env()) {
     )
     # R's own calls also keep the memory R holds bounded (python.R).
     state$py_from_r <- reticulate::py_get_attr(fn, "from_r")
+    if (!isFALSE(state$trace)) {
+      state$captured <- captured_bindings(state$f)
+    }
   }
   fn
+}
+
+# Before a call from R: R runs f at every call once a value it read from
+# outside changed (captures.R).
+watch_custom_gradient_captures <- function(state, call) {
+  watch_captures(
+    state,
+    reticulate::py_get_attr(state$py, "core"),
+    custom_gradient_name(state, call),
+    "op_custom_gradient",
+    call
+  )
 }
 
 # How messages name a custom-gradient function: as the user's first call

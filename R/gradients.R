@@ -54,6 +54,13 @@
 #' single integers or logicals, data frames) reach `f` as they are, and a
 #' new value traces again.
 #'
+#' R values that `f` reads from outside its arguments (a global `w`, a
+#' data set) are fixed in the trace. Before each call `g` checks that they
+#' are the values it was traced with; once one has changed, R runs `f` at
+#' every call from then on, with a one-time message naming it (with
+#' `trace = "strict"`, an error). Pass values that change as arguments:
+#' `op_grad(function(w, x, y) loss(w, x, y))`.
+#'
 #' What a trace can't hold makes that signature call `f` at every call,
 #' with a one-time message saying why: reading a tensor's value in R
 #' (`as.array()`, `if (x > 0)`), R's random numbers or Keras' drawn on a
@@ -185,12 +192,24 @@ call_grad_transform <- function(state, args, call) {
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     # Made on first call: defining the function does not start Python.
+    state$traced <- traced_function(
+      state,
+      grad_transform_forward,
+      grad_transform_kind(state)
+    )
+    if (!isFALSE(state$trace)) {
+      state$captured <- captured_bindings(state$f)
+    }
     fn <- state$py <- autodiff_py()$value_and_grad(
-      traced_function(state, grad_transform_forward, "op_grad"),
+      state$traced,
       positions = as.list(state$wrt),
       wrt = as.list(state$wrt - 1L),
       grads_only = !state$with_value
     )
+  }
+  if (!is.null(state$captured)) {
+    kind <- grad_transform_kind(state)
+    watch_captures(state, state$traced, transform_what(state, kind), kind, call)
   }
   if (!is.null(state$upstream) && is.null(state$upstream_py)) {
     state$upstream_py <- as_input(
@@ -280,7 +299,7 @@ without_names_marker <- function(inputs, state) {
 # _traced_function.py): `forward(state, ..., tracing)` is called with the
 # arguments; `kind` names the transform in the one-time fallback message.
 traced_function <- function(state, forward, kind) {
-  callbacks <- trace_callbacks(sprintf("`%s(%s)`", kind, state$label), kind)
+  callbacks <- trace_callbacks(transform_what(state, kind), kind)
   customgrad_py("_traced_function")$TracedFunction(
     state_callback(state, forward),
     trace = state$trace,
@@ -288,6 +307,15 @@ traced_function <- function(state, forward, kind) {
     warn_retrace = callbacks$warn_retrace,
     max_traces = max_traces()
   )
+}
+
+grad_transform_kind <- function(state) {
+  if (state$with_value) "op_value_and_grad" else "op_grad"
+}
+
+# How messages name a transform: `op_grad(f)`, with f as the caller wrote it.
+transform_what <- function(state, kind) {
+  sprintf("`%s(%s)`", kind, state$label)
 }
 
 # The one-time message and the retrace warning of a traced function, made

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  r-base-core r-base-dev r-cran-rlang r-cran-cli
+  r-base-core r-base-dev r-cran-rlang r-cran-cli r-cran-codetools
   r-cran-testthat r-cran-withr r-cran-callr r-cran-knitr r-cran-rmarkdown r-cran-yaml
   r-cran-roxygen2 pandoc qpdf tidy python3.11-venv
   # `make check` (rcmdcheck) and `make test` (xml2 reads pytest's JUnit)

@@ -33,10 +33,13 @@ test_that("a time limit in an untraced grad is an error, 20 times out of 20, and
 test_that("a time limit in grad while it is traced reaches the caller and nothing is cached", {
   skip_if_no_backend()
   warm_up()
-  slow <- TRUE
+  # Read through an environment: a changed R variable would stop the
+  # replays (test-captures.R).
+  flags <- new.env()
+  flags$slow <- TRUE
   h <- op_custom_gradient(function(x) {
     tuple(x * 2, function(upstream) {
-      if (slow) {
+      if (flags$slow) {
         busy_past_time_limit()
       }
       upstream * 2
@@ -51,7 +54,7 @@ test_that("a time limit in grad while it is traced reaches the caller and nothin
   expect_match(messages, "time limit", all = TRUE)
   core <- environment(h)$.customgrad_state$py$core
   expect_identical(reticulate::py_to_r(core$n_cached), 0L)
-  slow <- FALSE
+  flags$slow <- FALSE
   expect_tensor(g(1), 2)
   expect_identical(reticulate::py_to_r(core$n_cached), 1L)
 })

@@ -243,6 +243,12 @@ class Traced(TraceCache):
         self.in_progress = []  # _Pending of the traces being made, innermost last
         self.warned = False
         self.notified = False
+        self.untraced = None  # a _Fallback for every call (see untrace())
+
+    def untrace(self):
+        """Call R at every call from now on: R's values that the traces
+        hold changed (R checks them, ``captures.R``, and says so)."""
+        self.untraced = _Fallback(None)
 
     def forward(self, flat, in_spec):
         key = signature(flat, in_spec)
@@ -349,6 +355,8 @@ class Traced(TraceCache):
     def _lookup(self, key, flat, in_spec):
         """The cached entry for these inputs (see :class:`TraceCache`), or
         a general trace they fit, or None."""
+        if self.untraced is not None:
+            return self.untraced
         entry = self.cached(key, flat, in_spec)
         if entry is None:
             entry = self._general_match(key, flat, in_spec)

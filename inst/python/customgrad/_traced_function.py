@@ -57,6 +57,11 @@ class TracedFunction(_trace.TraceCache):
             return _bridge.call_r(self.r_fn, *args)
         return entry(leaves)
 
+    def untrace(self):
+        """Call R at every call from now on: R's values that the traces
+        hold changed (R checks them, ``captures.R``)."""
+        self.trace = False
+
     def replays(self, *args):
         """Whether a call on ``args`` would replay a cached trace (no R)."""
         if not self.trace:

@@ -54,6 +54,19 @@ def test_replay_runs_r_once_per_signature():
     )
 
 
+def test_untrace_runs_r_for_every_signature_from_then_on():
+    forward = Counted()
+    h = customgrad.custom_gradient(forward)
+    grad_of(h, [1.0, 2.0])
+    grad_of(h, [1.0, 2.0])
+    assert (forward.calls, forward.grad_calls) == (1, 1)
+    h.core.untrace()  # R saw a captured value change (captures.R)
+    for x in ([1.0, 2.0], [0.5]):
+        (g,) = grad_of(h, x)
+        np.testing.assert_allclose(g, expected_grad(x), rtol=1e-6)
+    assert forward.calls == 3 and h.core.traces == 1
+
+
 def test_new_shape_traces_again():
     forward = Counted()
     h = customgrad.custom_gradient(forward)

@@ -71,6 +71,18 @@ def test_a_failed_trace_gives_each_calls_own_values():
         np.testing.assert_allclose(grad(traced, x), 3 * np.square(x), rtol=1e-6)
 
 
+def test_untrace_calls_r_at_every_call_from_then_on():
+    f = CountedF()
+    traced = TracedFunction(f)
+    for _ in range(2):
+        grad(traced, [1.0, 2.0])
+    assert f.calls == 1
+    traced.untrace()  # R saw a captured value change (captures.R)
+    for x in ([1.0, 2.0], [3.0, 1.0]):
+        np.testing.assert_allclose(grad(traced, x), 3 * np.square(x), rtol=1e-6)
+    assert f.calls == 3
+
+
 class CountedReplays(TracedFunction):
     """A traced function counting the Python runs of its replay."""
 

@@ -1,0 +1,158 @@
+# R values a traced function reads from outside its arguments.
+#
+# A trace fixes them: the replay holds the tensors and numbers `f` read
+# from its environment when it was traced. Called from R, a traced
+# op_grad() or custom-gradient function checks before each call that the
+# variables `f` reads from its environment (and from the environments of
+# the R functions it calls) are still bound to the values the trace held;
+# where one changed, R runs `f` at every call from then on, after a
+# message, rather than replay old values.
+
+# The bindings `f` reads from outside: a list of `list(name, env, value)`
+# (NULL for none),
+# for variables found in environments that are neither package namespaces
+# nor attached packages (the global environment and closures' frames).
+# Functions found there are followed: the variables they read count too,
+# as do those of the functions customgrad's transforms wrap.
+captured_bindings <- function(f) {
+  found <- list()
+  seen <- list()
+  visit <- function(fn) {
+    if (any(vapply(seen, identical, logical(1), fn))) {
+      return()
+    }
+    seen[[length(seen) + 1L]] <<- fn
+    inner <- environment(fn)$.customgrad_state$f
+    if (is.function(inner)) {
+      return(visit(inner)) # a transform: what counts is the function it wraps
+    }
+    env <- environment(fn)
+    if (is.null(env) || is_package_env(env)) {
+      return()
+    }
+    assigned <- superassigned(body(fn))
+    # findGlobals() reads the code without running it (codetools ships
+    # with R); its warnings about the code are not the user's concern
+    # here, and a function it can't read adds nothing.
+    globals <- tryCatch(
+      suppressWarnings(codetools::findGlobals(fn)),
+      error = function(e) NULL
+    )
+    for (name in setdiff(globals, assigned)) {
+      where <- binding_env(name, env)
+      if (is.null(where) || is_package_env(where)) {
+        next
+      }
+      value <- get(name, envir = where, inherits = FALSE)
+      found[[length(found) + 1L]] <<- list(
+        name = name,
+        env = where,
+        value = value
+      )
+      if (is.function(value)) visit(value)
+    }
+  }
+  if (is.function(f)) {
+    visit(f)
+  }
+  if (length(found)) found # NULL: nothing to check at each call
+}
+
+# The first of `captured` no longer bound to the value recorded, as its
+# name, or NULL. `identical()` first compares the objects' addresses: the
+# usual case, nothing rebound, costs no comparison of values; and the
+# recorded value being referenced, R copies it on modification rather
+# than changing it in place.
+changed_capture <- function(captured) {
+  for (binding in captured) {
+    env <- binding$env
+    name <- binding$name
+    if (!exists(name, envir = env, inherits = FALSE)) {
+      return(name)
+    }
+    now <- get(name, envir = env, inherits = FALSE)
+    if (
+      !identical(now, binding$value) && !same_python_object(now, binding$value)
+    ) {
+      return(name)
+    }
+  }
+  NULL
+}
+
+# Whether `a` and `b` are R handles of one Python object (reticulate makes
+# a new handle each time one is fetched, `model$weights[[1]]`).
+same_python_object <- function(a, b) {
+  inherits(a, "python.builtin.object") &&
+    inherits(b, "python.builtin.object") &&
+    identical(reticulate::py_id(a), reticulate::py_id(b))
+}
+
+# Called before each call from R of a traced function: where a captured
+# value changed, stop replaying traces. `traced` is the Python object whose
+# `untrace()` makes every later call run R. The message (or, with
+# `trace = "strict"`, the error) names the variable.
+watch_captures <- function(state, traced, what, kind, call) {
+  name <- changed_capture(state$captured)
+  if (is.null(name)) {
+    return(invisible())
+  }
+  bullets <- c(
+    "x" = "It reads {.code {name}} from outside its arguments, and {.code {name}} has changed since {what} was traced: the trace holds its old value.",
+    "i" = "Pass {.code {name}} as an argument to run it traced, or use {.code {kind}(f, trace = FALSE)} to always call R without this message."
+  )
+  if (identical(state$trace, "strict")) {
+    abort_customgrad(
+      c("{what} can't be replayed with `trace = \"strict\"`.", bullets),
+      class = "trace",
+      call = call
+    )
+  }
+  state$captured <- NULL # checked no more: R runs f at every call
+  traced$untrace()
+  cli::cli_inform(
+    c("!" = "{what} can't be replayed, so R runs it at every call.", bullets),
+    class = c("customgrad_message_fallback", "customgrad_message")
+  )
+  invisible()
+}
+
+# Targets of `<<-` in `expr` (f's own state, such as a counter of its
+# traces): f changes them itself, while it is traced.
+superassigned <- function(expr) {
+  if (is.call(expr)) {
+    targets <- unlist(lapply(as.list(expr)[-1], superassigned))
+    if (identical(expr[[1]], as.name("<<-"))) {
+      target <- expr[[2]]
+      # The variable of `x$a <<-`, `x[[i]] <<-`, `names(x) <<-`.
+      while (is.call(target)) {
+        target <- target[[2]]
+      }
+      targets <- c(targets, as.character(target))
+    }
+    return(unique(targets))
+  }
+  character()
+}
+
+# The environment, from `env` up, where `name` is bound, or NULL.
+binding_env <- function(name, env) {
+  while (!identical(env, emptyenv())) {
+    if (exists(name, envir = env, inherits = FALSE)) {
+      return(env)
+    }
+    env <- parent.env(env)
+  }
+  NULL
+}
+
+# Whether `env` is a package's: its namespace, its imports, the attached
+# package, or base's. (Not the frames of a package's functions: testthat
+# runs tests in environments whose parent is the package's namespace.)
+is_package_env <- function(env) {
+  isNamespace(env) ||
+    identical(env, baseenv()) ||
+    identical(env, emptyenv()) ||
+    startsWith(environmentName(env), "package:") ||
+    startsWith(environmentName(env), "imports:")
+}

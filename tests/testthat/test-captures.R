@@ -1,0 +1,124 @@
+test_that("captured_bindings() finds what f reads from outside, through R functions", {
+  scale <- 3
+  offset <- c(1, 2)
+  helper <- function(x) x + offset
+  runs <- 0
+  f <- function(x) {
+    runs <<- runs + 1 # f's own state: not a captured value
+    helper(x) * scale + sum(pi)
+  }
+  found <- captured_bindings(f)
+  names <- vapply(found, `[[`, "", "name")
+  expect_setequal(names, c("helper", "offset", "scale"))
+  expect_identical(found[[which(names == "scale")]]$value, 3)
+  # Nothing from packages (sum, pi, +): no binding to check at each call.
+  expect_null(captured_bindings(function(x) sum(x) * pi))
+  expect_null(captured_bindings(sin))
+  # A transform's own function is followed.
+  h <- op_custom_gradient(function(x) {
+    tuple(x * scale, function(upstream) upstream * scale)
+  })
+  expect_identical(
+    vapply(captured_bindings(function(x) h(x)), `[[`, "", "name"),
+    c("h", "scale")
+  )
+})
+
+test_that("changed_capture() sees a binding changed, modified in place or removed", {
+  local_env <- new.env()
+  local(
+    {
+      a <- c(1, 2, 3)
+      b <- 2
+      f <- function(x) x * a + b
+    },
+    envir = local_env
+  )
+  found <- captured_bindings(local_env$f)
+  expect_null(changed_capture(found))
+  local_env$b <- 2 # the same value again: nothing changed
+  expect_null(changed_capture(found))
+  local_env$a[2] <- 5 # R copies the recorded vector: a changed
+  expect_identical(changed_capture(found), "a")
+  local_env$a[2] <- 2
+  expect_null(changed_capture(found))
+  rm("b", envir = local_env)
+  expect_identical(changed_capture(found), "b")
+})
+
+test_that("op_grad() of f reading a changed R value runs R from then on, with right gradients", {
+  skip_if_no_backend()
+  w <- op_convert_to_tensor(c(1, 2, 3))
+  a <- 2
+  runs <- 0
+  g <- op_grad(function(x) {
+    runs <<- runs + 1
+    op_sum(op_multiply(op_multiply(x, w), a)) # TF: no R arithmetic on w
+  })
+  x <- op_convert_to_tensor(c(1, 1, 1))
+  expect_tensor(g(x), c(2, 4, 6))
+  expect_no_message(expect_tensor(g(x), c(2, 4, 6)))
+  expect_identical(runs, 1) # traced once, replayed since
+  w <- w * 2
+  expect_message(
+    expect_tensor(g(x), c(4, 8, 12)),
+    "`w` has changed since `op_grad\\(function",
+    class = "customgrad_message_fallback"
+  )
+  a <- 3 # R runs f at every call, once told
+  expect_no_message(expect_tensor(g(x), c(6, 12, 18)))
+  expect_identical(runs, 3)
+})
+
+test_that("a new handle of the same Python object is no change", {
+  skip_if_no_backend()
+  w <- op_convert_to_tensor(c(1, 2, 3))
+  box <- reticulate::r_to_py(list(w))
+  found <- captured_bindings(function(x) x * w)
+  w <- reticulate::py_get_item(box, 0L) # another R handle of that tensor
+  expect_null(changed_capture(found))
+  w <- op_convert_to_tensor(c(1, 2, 3)) # equal values, another tensor
+  expect_identical(changed_capture(found), "w")
+})
+
+test_that("a changed value read by a function f calls is seen; strict makes it an error", {
+  skip_if_no_backend()
+  k <- 2
+  scaled <- op_custom_gradient(function(x) {
+    tuple(x * k, function(upstream) upstream * k)
+  })
+  g <- op_grad(function(x) op_sum(scaled(x)), trace = "strict")
+  expect_tensor(g(c(1, 2)), c(2, 2))
+  k <- 5
+  expect_snapshot(g(c(1, 2)), error = TRUE)
+  expect_error(g(c(1, 2)), class = "customgrad_error_trace")
+  lenient <- op_value_and_grad(function(x) op_sum(scaled(x)))
+  expect_tensor(lenient(c(1, 2))$grad, c(5, 5))
+  k <- 7
+  expect_message(
+    out <- lenient(c(1, 2)),
+    "`k`",
+    class = "customgrad_message_fallback"
+  )
+  expect_tensor(out$value, 21)
+  expect_tensor(out$grad, c(7, 7))
+})
+
+test_that("untraced functions and values passed as arguments are not checked", {
+  skip_if_no_backend()
+  k <- 2
+  g <- op_grad(function(x) op_sum(x * k), trace = FALSE)
+  expect_tensor(g(c(1, 2)), c(2, 2))
+  k <- 3
+  expect_no_message(expect_tensor(g(c(1, 2)), c(3, 3)))
+  # k as an argument: new values, one trace, no message.
+  runs <- 0
+  g2 <- op_grad(function(x, k) {
+    runs <<- runs + 1
+    op_sum(x * k)
+  })
+  for (k in c(2, 3, 4)) {
+    expect_no_message(expect_tensor(g2(c(1, 2), k), c(k, k)))
+  }
+  expect_identical(runs, 1)
+})
