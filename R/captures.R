@@ -8,20 +8,23 @@
 # where one changed, R runs `f` at every call from then on, after a
 # message, rather than replay old values.
 
-# The bindings `f` reads from outside: a list of `list(name, env, value)`
-# (NULL for none),
-# for variables found in environments that are neither package namespaces
-# nor attached packages (the global environment and closures' frames).
-# Functions found there are followed: the variables they read count too,
-# as do those of the functions customgrad's transforms wrap.
+# The bindings `f` reads from outside: a list of `list(name, key, env,
+# value)` (NULL for none): `name` as the user reads it (`cfg$lr`), `key`
+# the binding's name in `env`. Found in environments that are neither
+# package namespaces nor attached packages (the global environment and
+# closures' frames). Functions found there are followed: the variables
+# they read count too, as do those of the functions customgrad's
+# transforms wrap. R environments found there (`cfg`, an R6 object) are
+# followed through their fields, which R changes in place: each field is a
+# binding, and the number of fields one more (`size`), so that one added
+# is seen too.
 captured_bindings <- function(f) {
   found <- list()
   seen <- list()
   visit <- function(fn) {
-    if (any(vapply(seen, identical, logical(1), fn))) {
+    if (seen_before(fn)) {
       return()
     }
-    seen[[length(seen) + 1L]] <<- fn
     inner <- environment(fn)$.customgrad_state$f
     if (is.function(inner)) {
       return(visit(inner)) # a transform: what counts is the function it wraps
@@ -44,13 +47,43 @@ captured_bindings <- function(f) {
         next
       }
       value <- get(name, envir = where, inherits = FALSE)
+      record(name, name, where, value)
+    }
+  }
+  record <- function(name, key, env, value) {
+    found[[length(found) + 1L]] <<- list(
+      name = name,
+      key = key,
+      env = env,
+      value = value
+    )
+    if (is.function(value)) {
+      visit(value)
+    } else if (is_field_env(value) && !seen_before(value)) {
       found[[length(found) + 1L]] <<- list(
         name = name,
-        env = where,
-        value = value
+        env = value,
+        size = length(value)
       )
-      if (is.function(value)) visit(value)
+      for (field in ls(value, all.names = TRUE, sorted = FALSE)) {
+        # An active binding runs code when read: not read here.
+        if (!bindingIsActive(field, value)) {
+          record(
+            paste0(name, "$", field),
+            field,
+            value,
+            get(field, envir = value, inherits = FALSE)
+          )
+        }
+      }
     }
+  }
+  seen_before <- function(x) {
+    if (any(vapply(seen, identical, logical(1), x))) {
+      return(TRUE)
+    }
+    seen[[length(seen) + 1L]] <<- x
+    FALSE
   }
   if (is.function(f)) {
     visit(f)
@@ -66,18 +99,35 @@ captured_bindings <- function(f) {
 changed_capture <- function(captured) {
   for (binding in captured) {
     env <- binding$env
-    name <- binding$name
-    if (!exists(name, envir = env, inherits = FALSE)) {
-      return(name)
+    if (!is.null(binding$size)) {
+      if (length(env) != binding$size) {
+        return(binding$name) # a field added or removed
+      }
+      next
     }
-    now <- get(name, envir = env, inherits = FALSE)
+    key <- binding$key
+    if (!exists(key, envir = env, inherits = FALSE)) {
+      return(binding$name)
+    }
+    now <- get(key, envir = env, inherits = FALSE)
     if (
       !identical(now, binding$value) && !same_python_object(now, binding$value)
     ) {
-      return(name)
+      return(binding$name)
     }
   }
   NULL
+}
+
+# Whether `x` is an R environment whose fields f may read and the user
+# change (`cfg$lr <- 0.1`): not a Python object (reticulate's are
+# environments), a package's, or the global environment (whose variables
+# f reads are bindings of their own).
+is_field_env <- function(x) {
+  is.environment(x) &&
+    !inherits(x, "python.builtin.object") &&
+    !identical(x, globalenv()) &&
+    !is_package_env(x)
 }
 
 # Whether `a` and `b` are R handles of one Python object (reticulate makes
@@ -95,6 +145,13 @@ same_python_object <- function(a, b) {
 watch_captures <- function(state, traced, what, kind, call) {
   name <- changed_capture(state$captured)
   if (is.null(name)) {
+    return(invisible())
+  }
+  n_cached <- reticulate::py_get_attr(traced, "n_cached")
+  if (identical(reticulate::py_to_r(n_cached), 0L)) {
+    # No trace holds the old value (the first one failed or was
+    # interrupted): the values now are those the next trace will hold.
+    state$captured <- captured_bindings(state$f)
     return(invisible())
   }
   bullets <- c(

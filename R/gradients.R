@@ -55,10 +55,11 @@
 #' new value traces again.
 #'
 #' R values that `f` reads from outside its arguments (a global `w`, a
-#' data set) are fixed in the trace. Before each call `g` checks that they
-#' are the values it was traced with; once one has changed, R runs `f` at
-#' every call from then on, with a one-time message naming it (with
-#' `trace = "strict"`, an error). Pass values that change as arguments:
+#' data set, a field `cfg$lr` of an R environment) are fixed in the trace.
+#' Before each call `g` checks that they are the values it was traced
+#' with; once one has changed, R runs `f` at every call from then on, with
+#' a one-time message naming it (with `trace = "strict"`, an error). Pass
+#' values that change as arguments:
 #' `op_grad(function(w, x, y) loss(w, x, y))`.
 #'
 #' What a trace can't hold makes that signature call `f` at every call,

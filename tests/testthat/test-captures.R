@@ -122,3 +122,65 @@ test_that("untraced functions and values passed as arguments are not checked", {
   }
   expect_identical(runs, 1)
 })
+
+test_that("fields of a captured R environment are followed: changed, added or removed", {
+  cfg <- new.env()
+  cfg$scale <- 2
+  cfg$inner <- new.env()
+  cfg$inner$shift <- 1
+  cfg$inner$back <- cfg # a cycle: each environment followed once
+  makeActiveBinding("now", function() stop("an active binding was read"), cfg)
+  f <- function(x) x * cfg$scale + cfg$inner$shift
+  found <- captured_bindings(f)
+  names <- vapply(found, `[[`, "", "name")
+  expect_true(all(
+    c("cfg", "cfg$scale", "cfg$inner", "cfg$inner$shift") %in% names
+  ))
+  expect_false("cfg$now" %in% names) # not read: it runs code
+  expect_null(changed_capture(found))
+  cfg$scale <- 2 # the same value again
+  expect_null(changed_capture(found))
+  cfg$scale <- 3
+  expect_identical(changed_capture(found), "cfg$scale")
+  cfg$scale <- 2
+  cfg$inner$shift <- 5
+  expect_identical(changed_capture(found), "cfg$inner$shift")
+  cfg$inner$shift <- 1
+  cfg$inner$extra <- 0 # a field added: f may read it
+  expect_identical(changed_capture(found), "cfg$inner")
+  rm("extra", envir = cfg$inner)
+  expect_null(changed_capture(found))
+  rm("scale", envir = cfg)
+  expect_identical(changed_capture(found), "cfg")
+})
+
+test_that("Python objects and the global environment are not followed as fields", {
+  skip_if_no_backend()
+  w <- op_convert_to_tensor(c(1, 2))
+  where <- globalenv()
+  found <- captured_bindings(function(x) x * w + where$nothing)
+  expect_setequal(vapply(found, `[[`, "", "name"), c("w", "where"))
+})
+
+test_that("op_grad() of f reading a changed field of an R environment runs R from then on", {
+  skip_if_no_backend()
+  cfg <- new.env()
+  cfg$scale <- 2
+  runs <- 0
+  g <- op_grad(function(x) {
+    runs <<- runs + 1
+    op_sum(x * cfg$scale)
+  })
+  expect_tensor(g(c(1, 2)), c(2, 2))
+  expect_no_message(expect_tensor(g(c(1, 2)), c(2, 2)))
+  expect_identical(runs, 1)
+  cfg$scale <- 3
+  expect_message(
+    expect_tensor(g(c(1, 2)), c(3, 3)),
+    "`cfg\\$scale` has changed",
+    class = "customgrad_message_fallback"
+  )
+  cfg$scale <- 4
+  expect_no_message(expect_tensor(g(c(1, 2)), c(4, 4)))
+  expect_identical(runs, 3)
+})
