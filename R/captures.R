@@ -14,10 +14,11 @@
 # package namespaces nor attached packages (the global environment and
 # closures' frames). Functions found there are followed: the variables
 # they read count too, as do those of the functions customgrad's
-# transforms wrap. R environments found there (`cfg`, an R6 object) are
-# followed through their fields, which R changes in place: each field is a
-# binding, and the number of fields one more (`size`), so that one added
-# is seen too.
+# transforms wrap. R environments found there (`cfg`, an R6 object's
+# `self`) are followed through the fields the code reads (`cfg$lr`,
+# `cfg[["lr"]]`), which R changes in place; an environment the code uses
+# otherwise (passes on, `get()`s from) through all its fields, and their
+# number (`size`), so that a field added is seen too.
 captured_bindings <- function(f) {
   found <- list()
   seen <- list()
@@ -33,7 +34,8 @@ captured_bindings <- function(f) {
     if (is.null(env) || is_package_env(env)) {
       return()
     }
-    assigned <- superassigned(body(fn))
+    code <- body(fn)
+    assigned <- superassigned(code)
     # findGlobals() reads the code without running it (codetools ships
     # with R); its warnings about the code are not the user's concern
     # here, and a function it can't read adds nothing.
@@ -47,36 +49,44 @@ captured_bindings <- function(f) {
         next
       }
       value <- get(name, envir = where, inherits = FALSE)
-      record(name, name, where, value)
+      record(name, name, where, value, field_paths(code, name))
     }
   }
-  record <- function(name, key, env, value) {
-    found[[length(found) + 1L]] <<- list(
-      name = name,
-      key = key,
-      env = env,
-      value = value
-    )
+  # `paths`: the fields read of `value`, if an environment (NULL: all).
+  record <- function(name, key, env, value, paths) {
+    add(list(name = name, key = key, env = env, value = value))
     if (is.function(value)) {
-      visit(value)
-    } else if (is_field_env(value) && !seen_before(value)) {
-      found[[length(found) + 1L]] <<- list(
-        name = name,
-        env = value,
-        size = length(value)
-      )
-      for (field in ls(value, all.names = TRUE, sorted = FALSE)) {
-        # An active binding runs code when read: not read here.
-        if (!bindingIsActive(field, value)) {
-          record(
-            paste0(name, "$", field),
-            field,
-            value,
-            get(field, envir = value, inherits = FALSE)
-          )
+      return(visit(value))
+    }
+    if (!is_field_env(value)) {
+      return()
+    }
+    if (is.null(paths)) {
+      if (seen_before(value)) {
+        return() # all its fields are followed already (or a cycle)
+      }
+      add(list(name = name, env = value, size = length(value)))
+      fields <- ls(value, all.names = TRUE, sorted = FALSE)
+    } else {
+      fields <- unique(vapply(paths, `[[`, "", 1L))
+    }
+    for (field in fields) {
+      field_name <- paste0(name, "$", field)
+      if (!exists(field, envir = value, inherits = FALSE)) {
+        add(list(name = field_name, key = field, env = value, absent = TRUE))
+      } else if (!bindingIsActive(field, value)) {
+        # (An active binding runs code when read: not read here.)
+        rest <- if (!is.null(paths)) {
+          deeper <- Filter(\(p) identical(p[[1]], field), paths)
+          if (any(lengths(deeper) == 1L)) NULL else lapply(deeper, `[`, -1L)
         }
+        field_value <- get(field, envir = value, inherits = FALSE)
+        record(field_name, field, value, field_value, rest)
       }
     }
+  }
+  add <- function(binding) {
+    found[[length(found) + 1L]] <<- binding
   }
   seen_before <- function(x) {
     if (any(vapply(seen, identical, logical(1), x))) {
@@ -91,6 +101,52 @@ captured_bindings <- function(f) {
   if (length(found)) found # NULL: nothing to check at each call
 }
 
+# The fields of variable `name` that `code` reads as `name$a`,
+# `name[["a"]]` or deeper (`name$a$b`): a list of paths (`c("a", "b")`),
+# or NULL where `code` uses `name` otherwise (passes it on, `get()`s from
+# it, indexes it by a variable): then all its fields count.
+field_paths <- function(code, name) {
+  paths <- list()
+  whole <- FALSE
+  walk <- function(expr) {
+    if (is.symbol(expr)) {
+      whole <<- whole || identical(as.character(expr), name)
+    } else if (is.call(expr)) {
+      path <- field_path(expr, name)
+      if (is.null(path)) {
+        lapply(as.list(expr), walk)
+      } else {
+        paths[[length(paths) + 1L]] <<- path
+      }
+    }
+  }
+  walk(code)
+  if (!whole) unique(paths)
+}
+
+# `c("a", "b")` for `expr` = `name$a$b` (or `name[["a"]]$b`), else NULL.
+field_path <- function(expr, name) {
+  path <- character()
+  while (
+    is.call(expr) &&
+      length(expr) == 3L &&
+      (identical(expr[[1]], quote(`$`)) || identical(expr[[1]], quote(`[[`)))
+  ) {
+    field <- expr[[3]]
+    if (is.symbol(field) && identical(expr[[1]], quote(`$`))) {
+      field <- as.character(field)
+    }
+    if (!is.character(field) || length(field) != 1L) {
+      return(NULL) # `name[[i]]`: which field is known only when it runs
+    }
+    path <- c(field, path)
+    expr <- expr[[2]]
+  }
+  if (length(path) && is.symbol(expr) && identical(as.character(expr), name)) {
+    path
+  }
+}
+
 # The first of `captured` no longer bound to the value recorded, as its
 # name, or NULL. `identical()` first compares the objects' addresses: the
 # usual case, nothing rebound, costs no comparison of values; and the
@@ -99,13 +155,19 @@ captured_bindings <- function(f) {
 changed_capture <- function(captured) {
   for (binding in captured) {
     env <- binding$env
+    key <- binding$key
     if (!is.null(binding$size)) {
       if (length(env) != binding$size) {
         return(binding$name) # a field added or removed
       }
       next
     }
-    key <- binding$key
+    if (isTRUE(binding$absent)) {
+      if (exists(key, envir = env, inherits = FALSE)) {
+        return(binding$name) # a field f read as NULL, now set
+      }
+      next
+    }
     if (!exists(key, envir = env, inherits = FALSE)) {
       return(binding$name)
     }

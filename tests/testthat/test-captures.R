@@ -123,21 +123,20 @@ test_that("untraced functions and values passed as arguments are not checked", {
   expect_identical(runs, 1)
 })
 
-test_that("fields of a captured R environment are followed: changed, added or removed", {
+test_that("the fields f reads of a captured R environment are followed", {
   cfg <- new.env()
   cfg$scale <- 2
+  cfg$step <- 0 # changed by the loop, not read by f
   cfg$inner <- new.env()
   cfg$inner$shift <- 1
-  cfg$inner$back <- cfg # a cycle: each environment followed once
-  makeActiveBinding("now", function() stop("an active binding was read"), cfg)
-  f <- function(x) x * cfg$scale + cfg$inner$shift
+  f <- function(x) x * cfg$scale + cfg$inner[["shift"]] + (cfg$bias %||% 0)
   found <- captured_bindings(f)
-  names <- vapply(found, `[[`, "", "name")
-  expect_true(all(
-    c("cfg", "cfg$scale", "cfg$inner", "cfg$inner$shift") %in% names
-  ))
-  expect_false("cfg$now" %in% names) # not read: it runs code
+  expect_setequal(
+    vapply(found, `[[`, "", "name"),
+    c("cfg", "cfg$scale", "cfg$inner", "cfg$inner$shift", "cfg$bias")
+  )
   expect_null(changed_capture(found))
+  cfg$step <- 1
   cfg$scale <- 2 # the same value again
   expect_null(changed_capture(found))
   cfg$scale <- 3
@@ -146,12 +145,35 @@ test_that("fields of a captured R environment are followed: changed, added or re
   cfg$inner$shift <- 5
   expect_identical(changed_capture(found), "cfg$inner$shift")
   cfg$inner$shift <- 1
-  cfg$inner$extra <- 0 # a field added: f may read it
-  expect_identical(changed_capture(found), "cfg$inner")
-  rm("extra", envir = cfg$inner)
+  cfg$bias <- 1 # read as NULL when traced, set now
+  expect_identical(changed_capture(found), "cfg$bias")
+  rm("bias", envir = cfg)
   expect_null(changed_capture(found))
-  rm("scale", envir = cfg)
+})
+
+test_that("an R environment f uses otherwise is followed through all its fields", {
+  cfg <- new.env()
+  cfg$scale <- 2
+  cfg$inner <- new.env()
+  cfg$inner$back <- cfg # a cycle: each environment followed once
+  makeActiveBinding("now", function() stop("an active binding was read"), cfg)
+  helper <- function(x, env) x * get("scale", envir = env)
+  f <- function(x) helper(x, cfg)
+  found <- captured_bindings(f)
+  names <- vapply(found, `[[`, "", "name")
+  expect_true(all(c("cfg$scale", "cfg$inner", "cfg$inner$back") %in% names))
+  expect_false("cfg$now" %in% names) # not read: it runs code
+  expect_null(changed_capture(found))
+  cfg$scale <- 3
+  expect_identical(changed_capture(found), "cfg$scale")
+  cfg$scale <- 2
+  cfg$added <- 0 # f may read it
   expect_identical(changed_capture(found), "cfg")
+  expect_identical(field_paths(quote(cfg[[key]]), "cfg"), NULL)
+  expect_identical(
+    field_paths(quote(cfg$a + cfg[["b"]]$c), "cfg"),
+    list("a", c("b", "c"))
+  )
 })
 
 test_that("Python objects and the global environment are not followed as fields", {
@@ -174,6 +196,8 @@ test_that("op_grad() of f reading a changed field of an R environment runs R fro
   expect_tensor(g(c(1, 2)), c(2, 2))
   expect_no_message(expect_tensor(g(c(1, 2)), c(2, 2)))
   expect_identical(runs, 1)
+  cfg$step <- 1 # a field f doesn't read
+  expect_no_message(expect_tensor(g(c(1, 2)), c(2, 2)))
   cfg$scale <- 3
   expect_message(
     expect_tensor(g(c(1, 2)), c(3, 3)),
@@ -183,4 +207,27 @@ test_that("op_grad() of f reading a changed field of an R environment runs R fro
   cfg$scale <- 4
   expect_no_message(expect_tensor(g(c(1, 2)), c(4, 4)))
   expect_identical(runs, 3)
+})
+
+test_that("a field read through an object's method (R6's self$field) is seen", {
+  skip_if_no_backend()
+  # An object as R6 makes them: methods whose environment holds `self`.
+  new_schedule <- function(temperature) {
+    self <- environment()
+    scaled <- function(x) x / self$temperature
+    self
+  }
+  sched <- new_schedule(1)
+  soft <- op_custom_gradient(function(x) {
+    y <- op_exp(sched$scaled(x))
+    tuple(y, function(upstream) upstream * y / sched$temperature)
+  })
+  g <- op_grad(function(x) op_sum(soft(x)))
+  expect_tensor(g(c(0, 1)), exp(c(0, 1)))
+  sched$temperature <- 2
+  expect_message(
+    expect_tensor(g(c(0, 1)), exp(c(0, 1) / 2) / 2),
+    "`(sched|self)\\$temperature` has changed",
+    class = "customgrad_message_fallback"
+  )
 })
