@@ -98,8 +98,38 @@ captured_bindings <- function(f) {
   if (is.function(f)) {
     visit(f)
   }
-  if (length(found)) found # NULL: nothing to check at each call
+  if (length(found)) {
+    structure(found, check = capture_check(found))
+  } # NULL: nothing to check at each call
 }
+
+# What changed_capture() reads of `found`, made once: the bindings grouped
+# by environment (their keys, and values as `mget()` returns them, with
+# `absent` for a field read as NULL) and the numbers of fields. One
+# `mget()` and one `identical()` per environment: a call's check costs a
+# few microseconds, however many values f reads.
+capture_check <- function(found) {
+  groups <- list()
+  sizes <- list()
+  for (binding in found) {
+    if (!is.null(binding$size)) {
+      sizes[[length(sizes) + 1L]] <- binding
+      next
+    }
+    at <- Position(\(g) identical(g$env, binding$env), groups)
+    if (is.na(at)) {
+      at <- length(groups) + 1L
+      groups[[at]] <- list(env = binding$env, values = list(), names = NULL)
+    }
+    value <- if (isTRUE(binding$absent)) absent else binding$value
+    groups[[at]]$values[binding$key] <- list(value)
+    groups[[at]]$names[[binding$key]] <- binding$name
+  }
+  list(groups = groups, sizes = sizes)
+}
+
+# The value of a field that did not exist when f was traced.
+absent <- structure(list(), class = "customgrad_absent")
 
 # The fields of variable `name` that `code` reads as `name$a`,
 # `name[["a"]]` or deeper (`name$a$b`): a list of paths (`c("a", "b")`),
@@ -153,29 +183,29 @@ field_path <- function(expr, name) {
 # recorded value being referenced, R copies it on modification rather
 # than changing it in place.
 changed_capture <- function(captured) {
-  for (binding in captured) {
-    env <- binding$env
-    key <- binding$key
-    if (!is.null(binding$size)) {
-      if (length(env) != binding$size) {
-        return(binding$name) # a field added or removed
+  check <- attr(captured, "check")
+  for (group in check$groups) {
+    values <- group$values
+    now <- mget(
+      names(values),
+      envir = group$env,
+      inherits = FALSE,
+      ifnotfound = list(absent)
+    )
+    if (!identical(now, values)) {
+      for (key in names(values)) {
+        if (
+          !identical(now[[key]], values[[key]]) &&
+            !same_python_object(now[[key]], values[[key]])
+        ) {
+          return(group$names[[key]])
+        }
       }
-      next
     }
-    if (isTRUE(binding$absent)) {
-      if (exists(key, envir = env, inherits = FALSE)) {
-        return(binding$name) # a field f read as NULL, now set
-      }
-      next
-    }
-    if (!exists(key, envir = env, inherits = FALSE)) {
-      return(binding$name)
-    }
-    now <- get(key, envir = env, inherits = FALSE)
-    if (
-      !identical(now, binding$value) && !same_python_object(now, binding$value)
-    ) {
-      return(binding$name)
+  }
+  for (sized in check$sizes) {
+    if (length(sized$env) != sized$size) {
+      return(sized$name) # a field added or removed
     }
   }
   NULL
