@@ -18,7 +18,9 @@
 # `self`) are followed through the fields the code reads (`cfg$lr`,
 # `cfg[["lr"]]`), which R changes in place; an environment the code uses
 # otherwise (passes on, `get()`s from) through all its fields, and their
-# number (`size`), so that a field added is seen too.
+# number (`size`), so that a field added is seen too. Variables and
+# options looked up by a name written in the code (`get("w")`,
+# `getOption("x")`) count as well.
 captured_bindings <- function(f) {
   found <- list()
   seen <- list()
@@ -50,6 +52,25 @@ captured_bindings <- function(f) {
       }
       value <- get(name, envir = where, inherits = FALSE)
       record(name, name, where, value, field_paths(code, name))
+    }
+    lookups <- literal_lookups(code)
+    locals <- c(names(formals(fn)), local_names(fn))
+    for (name in setdiff(lookups$names, c(locals, assigned))) {
+      where <- binding_env(name, env)
+      if (is.null(where)) {
+        # `get0("w")` of a `w` defined later: seen where f would find it.
+        add(list(name = name, key = name, env = env, absent = TRUE))
+      } else if (!is_package_env(where)) {
+        value <- get(name, envir = where, inherits = FALSE)
+        record(name, name, where, value, NULL)
+      }
+    }
+    for (option in lookups$options) {
+      add(list(
+        name = sprintf("getOption(\"%s\")", option),
+        option = option,
+        value = getOption(option)
+      ))
     }
   }
   # `paths`: the fields read of `value`, if an environment (NULL: all).
@@ -111,9 +132,14 @@ captured_bindings <- function(f) {
 capture_check <- function(found) {
   groups <- list()
   sizes <- list()
+  options <- list()
   for (binding in found) {
     if (!is.null(binding$size)) {
       sizes[[length(sizes) + 1L]] <- binding
+      next
+    }
+    if (!is.null(binding$option)) {
+      options[binding$name] <- list(binding)
       next
     }
     at <- Position(\(g) identical(g$env, binding$env), groups)
@@ -125,7 +151,62 @@ capture_check <- function(found) {
     groups[[at]]$values[binding$key] <- list(value)
     groups[[at]]$names[[binding$key]] <- binding$name
   }
-  list(groups = groups, sizes = sizes)
+  list(groups = groups, sizes = sizes, options = unname(options))
+}
+
+# What `code` looks up by a name written in it, which findGlobals() does
+# not see: variables read with `get("w")` or `get0("w")` (from the
+# function's frame up, as a variable is read), and options read with
+# `getOption("x")`. A name computed at run time (`get(name)`) is not
+# known before the call, and `get()` from a given environment is left to
+# that environment's variable (followed through all its fields).
+literal_lookups <- function(code) {
+  names <- character()
+  options <- character()
+  literal <- function(x) is.character(x) && length(x) == 1L && !is.na(x)
+  walk <- function(expr) {
+    if (!is.call(expr)) {
+      return()
+    }
+    lapply(as.list(expr), walk)
+    fun <- expr[[1]]
+    if (!is.symbol(fun)) {
+      return()
+    }
+    fun <- as.character(fun)
+    if (fun %in% c("get", "get0", "getOption")) {
+      matched <- tryCatch(
+        match.call(get(fun, envir = baseenv()), expr),
+        error = function(e) NULL
+      )
+      if (is.null(matched)) {
+        return()
+      }
+      if (fun == "getOption" && literal(matched$x)) {
+        options <<- c(options, matched$x)
+      } else if (
+        fun != "getOption" &&
+          literal(matched$x) &&
+          is.null(matched$envir) &&
+          is.null(matched$pos) &&
+          !isFALSE(matched$inherits)
+      ) {
+        names <<- c(names, matched$x)
+      }
+    }
+  }
+  walk(code)
+  list(names = unique(names), options = unique(options))
+}
+
+# The variables a function assigns in its own frame (`z <- 1`,
+# `assign("q", 3)`, a `for` loop's variable): a `get()` of one reads it
+# there, not from outside.
+local_names <- function(fn) {
+  tryCatch(
+    codetools::findFuncLocals(formals(fn), body(fn)),
+    error = function(e) character()
+  )
 }
 
 # The value of a field that did not exist when f was traced.
@@ -206,6 +287,11 @@ changed_capture <- function(captured) {
   for (sized in check$sizes) {
     if (length(sized$env) != sized$size) {
       return(sized$name) # a field added or removed
+    }
+  }
+  for (option in check$options) {
+    if (!identical(getOption(option$option), option$value)) {
+      return(option$name)
     }
   }
   NULL

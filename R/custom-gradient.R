@@ -101,16 +101,18 @@
 #' * R side effects (`cat()`, counters, files) happen while tracing, not at
 #'   every call.
 #' * R values that `f` or `grad` read from outside their arguments (global
-#'   variables, the fields of R environments such as `cfg$lr`, and those
-#'   read by R functions they call) are fixed in the trace. Called from R,
+#'   variables, also read as `get("w")`, options read as `getOption("x")`,
+#'   the fields of R environments such as `cfg$lr`, and those read by R
+#'   functions they call) are fixed in the trace. Called from R,
 #'   the function checks before each call that they are still the values
 #'   it was traced with; once one has changed, R runs `f` at every call,
 #'   after a message of class `customgrad_message_fallback` (with
 #'   `trace = "strict"`, an error of class `customgrad_error_trace`). Pass
 #'   values that change as arguments. Called from Python (`model$fit()`,
 #'   `tf.function`, `jax$jit()`), the values stay fixed. Not checked: the
-#'   contents of Python objects (a Python dict changed in place) and
-#'   active bindings.
+#'   contents of Python objects (a Python dict changed in place), active
+#'   bindings, and values looked up by a name computed when `f` runs
+#'   (`get(name)`, `mget()`, `eval()`).
 #' * Keras variables that `f` captures are read at every call.
 #' * `f` or `grad` that reads a tensor's value in R (`as.numeric()`,
 #'   `as.array()`, `print()`, an `if ()` on a tensor), draws R random

@@ -231,3 +231,76 @@ test_that("a field read through an object's method (R6's self$field) is seen", {
     class = "customgrad_message_fallback"
   )
 })
+
+test_that("literal_lookups() finds the names get() and getOption() read as written", {
+  found <- literal_lookups(quote({
+    get("a") + get0(x = "b") + get("a")
+    get("c", envir = e) # left to `e`, followed through all its fields
+    get("d", inherits = FALSE) # f's own frame
+    get(name) # known only when it runs
+    getOption("o", 1) * getOption("o")
+  }))
+  expect_identical(found, list(names = c("a", "b"), options = "o"))
+  expect_identical(
+    literal_lookups(quote(x + 1)),
+    list(names = character(), options = character())
+  )
+})
+
+test_that("a variable read with get() and an option read with getOption() are checked", {
+  local_env <- new.env()
+  local(
+    {
+      w <- 2
+      f <- function(x, v) {
+        z <- 1
+        x * get("w") * get("v") * get("z") * getOption("customgrad.test.scale")
+      }
+    },
+    envir = local_env
+  )
+  withr::local_options(customgrad.test.scale = 3)
+  found <- captured_bindings(local_env$f)
+  # `v` (an argument) and `z` (a local) are read in f's own frame.
+  expect_setequal(
+    vapply(found, `[[`, "", "name"),
+    c("w", "getOption(\"customgrad.test.scale\")")
+  )
+  expect_null(changed_capture(found))
+  local_env$w <- 5
+  expect_identical(changed_capture(found), "w")
+  local_env$w <- 2
+  expect_null(changed_capture(found))
+  local_env$f2 <- local(
+    function(x) x * get0("later", ifnotfound = 1),
+    envir = local_env
+  )
+  found_later <- captured_bindings(local_env$f2)
+  expect_null(changed_capture(found_later))
+  local_env$later <- 2 # defined after the trace
+  expect_identical(changed_capture(found_later), "later")
+  options(customgrad.test.scale = 4)
+  expect_identical(
+    changed_capture(found),
+    "getOption(\"customgrad.test.scale\")"
+  )
+})
+
+test_that("op_grad() of f reading a changed option runs R from then on, with right gradients", {
+  skip_if_no_backend()
+  withr::local_options(customgrad.test.scale = 2)
+  w <- 3
+  g <- op_grad(function(x) {
+    op_sum(x * get("w") * getOption("customgrad.test.scale"))
+  })
+  expect_tensor(g(c(1, 2)), c(6, 6))
+  expect_no_message(expect_tensor(g(c(1, 2)), c(6, 6)))
+  options(customgrad.test.scale = 5)
+  expect_message(
+    expect_tensor(g(c(1, 2)), c(15, 15)),
+    "`getOption\\(\"customgrad.test.scale\"\\)` has changed",
+    class = "customgrad_message_fallback"
+  )
+  w <- 4
+  expect_no_message(expect_tensor(g(c(1, 2)), c(20, 20)))
+})
