@@ -16,7 +16,10 @@
 #'   `message()`, counters kept in R variables, writing files.
 #' * R values that `f` reads from outside (global variables) are fixed into
 #'   the trace when it is made; changing them later has no effect. Pass
-#'   values that change as arguments (tensors) instead.
+#'   values that change as arguments (tensors) instead. Keras variables
+#'   that `f` captures are read at every call, and what `f` assigns to
+#'   them is assigned (on JAX, their values are passed to the compiled
+#'   function, as Keras' own training step does).
 #' * While tracing, tensors are symbolic: they have shapes and dtypes but no
 #'   values, so `as.array()` and an R `if ()` on a tensor's value can't be
 #'   traced, nor can R's random numbers. Such a function runs `f` at every

@@ -113,7 +113,10 @@
 #'   contents of Python objects (a Python dict changed in place), active
 #'   bindings, and values looked up by a name computed when `f` runs
 #'   (`get(name)`, `mget()`, `eval()`).
-#' * Keras variables that `f` captures are read at every call.
+#' * Keras variables that `f` captures and uses in operations on traced
+#'   tensors (`op_multiply(x, v)`) are read at every call. A variable's value
+#'   used on no traced tensor (`op_exp(v)`, `as.array(v)`) would be computed
+#'   once, while tracing: such an `f` can't be traced (below).
 #' * `f` or `grad` that reads a tensor's value in R (`as.numeric()`,
 #'   `as.array()`, `print()`, an `if ()` on a tensor), draws R random
 #'   numbers or Keras random numbers on a shape alone

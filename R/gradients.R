@@ -65,7 +65,8 @@
 #' What a trace can't hold makes that signature call `f` at every call,
 #' with a one-time message saying why: reading a tensor's value in R
 #' (`as.array()`, `if (x > 0)`), R's random numbers or Keras' drawn on a
-#' shape alone (`random_uniform(op_shape(x))`), an operation Keras can't
+#' shape alone (`random_uniform(op_shape(x))`), a Keras variable's value
+#' used on no traced tensor (`op_exp(v)`), an operation Keras can't
 #' record. `trace = FALSE` always calls `f` (without the message);
 #' `trace = "strict"` makes such a function an error
 #' (`customgrad_error_trace`). Side effects in `f` (`cat()`, counters)

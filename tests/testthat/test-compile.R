@@ -141,3 +141,41 @@ test_that("an f that can't be traced runs at every call, after one message namin
     class = "customgrad_error_trace"
   )
 })
+
+test_that("a compiled function reads the Keras variables it captures at every call", {
+  skip_if_no_backend()
+  # On JAX, jax.jit fixed a variable's value into the trace: after
+  # $assign(), calls kept the old value.
+  v <- keras_variable(2)
+  w <- keras_variable(c(1, 1))
+  runs <- 0
+  fc <- op_compile(function(x) {
+    runs <<- runs + 1
+    op_sum(op_add(op_multiply(x, v), w))
+  })
+  expect_tensor(fc(c(1, 2)), 8)
+  v$assign(5)
+  expect_tensor(fc(c(1, 2)), 17)
+  w$assign(c(2, 3))
+  expect_tensor(fc(c(1, 2)), 20)
+  expect_identical(runs, 1)
+  g <- op_compile(op_grad(function(x) op_sum(op_multiply(x * x, v))))
+  expect_tensor(g(c(1, 2)), c(10, 20))
+  v$assign(1)
+  expect_tensor(g(c(1, 2)), c(2, 4))
+  # R's f itself under the backend's compiler (not traced by customgrad).
+  untraced <- op_compile(function(x) op_multiply(x, v), trace = FALSE)
+  expect_tensor(untraced(c(1, 2)), c(1, 2))
+  v$assign(3)
+  expect_tensor(untraced(c(1, 2)), c(3, 6))
+})
+
+test_that("a compiled dropout layer draws a new mask at every call", {
+  skip_if_no_backend()
+  # Its seed generator's state is a variable the replay reads and assigns.
+  dropout <- layer_dropout(rate = 0.5)
+  fc <- op_compile(function(x) dropout(x, training = TRUE))
+  masks <- lapply(1:3, function(i) as.array(fc(op_ones(c(64)))))
+  expect_true(all(unlist(masks) %in% c(0, 2)))
+  expect_false(identical(masks[[2]], masks[[3]]))
+})

@@ -217,6 +217,59 @@ test_that("Keras variables are read at every call; a changed R value stops the r
   expect_no_message(expect_tensor(h(c(1, 2)), c(50, 100)))
 })
 
+test_that("a Keras variable's value used on no traced tensor falls back, read at every call", {
+  skip_if_no_backend()
+  # op_exp(v) ran once while tracing, and the replay kept its value after
+  # v$assign(), on every backend.
+  v <- keras3::keras$Variable(5)
+  g <- op_grad(function(x) op_sum(op_multiply(x, op_exp(v))))
+  expect_message(
+    expect_tensor(g(c(1, 2)), rep(exp(5), 2), tolerance = 1e-5),
+    "Keras variable's value on no traced tensor",
+    class = "customgrad_message_fallback"
+  )
+  v$assign(0)
+  expect_no_message(expect_tensor(g(c(1, 2)), c(1, 1)))
+  scaled <- op_custom_gradient(function(x) {
+    s <- op_exp(v)
+    tuple(op_multiply(x, s), function(upstream) op_multiply(upstream, s))
+  })
+  h <- op_grad(function(x) op_sum(scaled(x)))
+  if (keras3::config_backend() == "tensorflow") {
+    # Run by R, f reads the variable under TensorFlow's custom gradient,
+    # whose contract asks grad for its gradient.
+    suppressMessages(expect_error(
+      h(c(1, 2)),
+      class = "customgrad_error_grad_variables"
+    ))
+  } else {
+    expect_message(
+      expect_tensor(h(c(1, 2)), c(1, 1)),
+      class = "customgrad_message_fallback"
+    )
+    v$assign(1)
+    expect_tensor(h(c(1, 2)), rep(exp(1), 2), tolerance = 1e-5)
+  }
+  # Read in R, the same.
+  v$assign(0)
+  read <- op_grad(function(x) op_sum(op_multiply(x, as.array(v) + 1)))
+  expect_message(
+    expect_tensor(read(c(1, 2)), c(1, 1)),
+    class = "customgrad_message_fallback"
+  )
+  v$assign(2)
+  expect_tensor(read(c(1, 2)), c(3, 3))
+  strict <- op_grad(
+    function(x) op_sum(op_multiply(x, op_exp(v))),
+    trace = "strict"
+  )
+  expect_error(
+    strict(c(1, 2)),
+    "Keras variable",
+    class = "customgrad_error_trace"
+  )
+})
+
 test_that("captured Keras variables get no gradient through the function", {
   skip_if_no_backend()
   v <- keras3::keras$Variable(3)

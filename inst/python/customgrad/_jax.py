@@ -10,6 +10,7 @@ never None, for an input without a gradient.
 import contextlib
 
 import jax
+import keras
 from jax import lax
 
 from customgrad import _bridge, _keras_internals, _memory
@@ -124,8 +125,87 @@ def vjp(flat_fn, xs, make_upstream):
 
 
 def compile(fn):
-    """``fn`` compiled (R runs while it is traced)."""
-    return jax.jit(fn)
+    """``fn`` compiled (R runs while it is traced), reading the Keras
+    variables it reads at every call (:class:`_Compiled`)."""
+    return _Compiled(fn)
+
+
+class _Compiled:
+    """``fn`` under ``jax.jit``. A Keras variable read inside a jit trace
+    is a constant of it (the array it held then): later calls would use
+    that value after ``$assign()``. So the values of the variables ``fn``
+    reads are arguments of the compiled function, handed to ``fn``
+    through a ``keras.StatelessScope``, and what ``fn`` assigns comes back
+    out and is assigned after the call, as Keras' own JAX trainer does. A
+    variable a trace meets first is a constant of that trace (its value
+    now: right for this call) and an argument from the next call on,
+    which traces again (the replay, not R, where ``fn`` replays)."""
+
+    def __init__(self, fn):
+        self._fn = fn
+        self._read = []  # the variables passed in, in their order
+        self._assigned = []  # the variables assigned, by output slot
+        self._jitted = jax.jit(self._run)
+
+    def __call__(self, *args):
+        if any(isinstance(x, jax.core.Tracer) for x in args):
+            # Inside another trace, which compiles it (and maps the
+            # variables, as fit() does): a jit of our own would keep that
+            # trace's values in its cache.
+            return self._fn(*args)
+        values = [v.value for v in self._read]
+        out, updates = self._jitted(values, *args)
+        for slot, value in updates.items():
+            self._assigned[slot].assign(value)
+        return out
+
+    def _run(self, values, *args):
+        with _VariableScope(self, self._read[: len(values)], values) as scope:
+            out = self._fn(*args)
+        updates = {}
+        for variable in scope.assigned:
+            slot = _position(self._assigned, variable)
+            if slot is None:
+                slot = len(self._assigned)
+                self._assigned.append(variable)
+            updates[slot] = scope.get_current_value(variable)
+        return out, updates
+
+
+class _VariableScope(keras.StatelessScope):
+    """The values passed in for the variables known to ``owner`` (a
+    :class:`_Compiled`); a variable read that is not among them is
+    passed from the next call on (or read from the scope around, if any);
+    assignments are kept in the scope and listed in ``assigned``."""
+
+    maps_compiled_call = True  # not Keras inferring shapes (_trace)
+
+    def __init__(self, owner, variables, values):
+        super().__init__(state_mapping=list(zip(variables, values)))
+        self._owner = owner
+        self.assigned = []
+
+    def get_current_value(self, variable):
+        value = super().get_current_value(variable)
+        if value is None:
+            if _position(self._owner._read, variable) is None:
+                self._owner._read.append(variable)
+            if self.original_scope is not None:
+                value = self.original_scope.get_current_value(variable)
+        return value
+
+    def add_update(self, update):
+        super().add_update(update)
+        if _position(self.assigned, update[0]) is None:
+            self.assigned.append(update[0])
+
+
+def _position(variables, variable):
+    """The index of ``variable`` in ``variables`` (by identity), or None."""
+    for i, v in enumerate(variables):
+        if v is variable:
+            return i
+    return None
 
 
 def no_grad():

@@ -40,7 +40,8 @@ INTERNALS = (
     "serialize_keras_object asks get_build_config()",
     "Lambda.get_config serialises its function",
     "SeedGenerator.next draws every seeded or unseeded random number",
-    "keras.src.backend.in_stateless_scope",
+    "Variable.value is read wherever a variable's value is used",
+    "keras.src.backend.get_stateless_scope",
 )
 
 
@@ -192,11 +193,21 @@ def seed_draw_code():
     return keras.random.SeedGenerator.next.__code__
 
 
-def in_stateless_scope():
-    """Whether Keras is in a stateless scope, as when it runs a layer on
-    placeholders to infer its output's shape (its draws are then not
-    made).  Relies on ``keras.src.backend.in_stateless_scope``."""
-    return _keras_src("backend", "in_stateless_scope")()
+def variable_read_codes():
+    """The code objects of the getters of ``keras.Variable.value`` (the
+    backend's variable class and Keras' own), which every use of a Keras
+    variable's value runs: an operation on it, ``__array__``.  Relies on
+    the backends' variables reading their values through that property."""
+    getters = {keras.Variable.value.fget}
+    common = _keras_src("backend.common.variables", "Variable")
+    getters.add(common.value.fget)
+    return frozenset(g.__code__ for g in getters)
+
+
+def stateless_scope():
+    """Keras' current stateless scope, or None.  Relies on
+    ``keras.src.backend.get_stateless_scope``."""
+    return _keras_src("backend", "get_stateless_scope")()
 
 
 # --- Saving ------------------------------------------------------------------

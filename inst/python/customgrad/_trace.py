@@ -75,50 +75,87 @@ class _Nested:
 nested_call = _Nested()
 
 
-# Seed generators' draws seen on this thread while R traces (see drawless).
-_draws = threading.local()
+# Seed generators' draws and variables' reads seen on this thread while R
+# traces (see replay_safe).
+_seen = threading.local()
 DRAW_REASON = (
     "It drew Keras random numbers on no traced tensor (such as "
     "`random_uniform(op_shape(x))`), which a trace would fix at one draw."
 )
+READ_REASON = (
+    "It used a Keras variable's value on no traced tensor (such as "
+    "`op_exp(v)` of a captured variable `v`, or `as.array(v)`), which a "
+    "trace would fix at its value now. Use it in operations on traced "
+    "tensors, such as `op_multiply(x, v)`, or pass it as an argument."
+)
 
 
 @contextlib.contextmanager
-def drawless():
+def replay_safe():
     """Fail the trace made in this block (:class:`_messages.TraceFailed`) if
-    it drew Keras random numbers that the replay would not draw again: a
-    draw on no traced tensor runs while tracing, once, and the trace would
-    keep its value, as it would R's own random numbers (R refuses those).
+    its replay would not compute what R computed from Keras' state:
 
-    Every such draw runs ``SeedGenerator.next``, and Keras keeps no list of
-    seed generators whose states could be compared, so a profile function
-    on this thread, for the block only, counts the calls of that function.
-    Draws inside a stateless scope are made on Keras' placeholders, where
-    it infers the output of a layer called on traced tensors (a ``Lambda``
-    layer): the replay calls the layer, which draws again. A profiler
-    already running on this thread (cProfile) is left alone, and then no
-    draw is seen."""
-    before = getattr(_draws, "count", 0)
+    * Keras random numbers drawn on no traced tensor run while tracing,
+      once, and the trace would keep their value, as it would R's own
+      random numbers (R refuses those);
+    * a variable's value used on no traced tensor (``op_exp(v)``, read in
+      R) is computed once too, and the trace would keep it after
+      ``v$assign()``. A variable used in an operation on traced tensors
+      is recorded as the variable, read at every replay.
+
+    Every draw runs ``SeedGenerator.next``, every use of a variable's value
+    its ``value`` getter, and Keras keeps no list of seed generators or
+    variables whose states could be compared, so a profile function on
+    this thread, for the block only, counts the calls of those functions.
+    Calls inside a stateless scope that Keras entered during the trace are
+    Keras running an operation or a layer on placeholders, to infer its
+    output (a ``Lambda`` layer that draws): the replay calls it again. A
+    profiler already running on this thread (cProfile) is left alone, and
+    then nothing is seen."""
+    before = (getattr(_seen, "draws", 0), getattr(_seen, "reads", 0))
+    outer = getattr(_seen, "outer", None)
+    _seen.outer = _keras_internals.stateless_scope()
     running = sys.getprofile()
     if running is None:
-        _draws.code = _keras_internals.seed_draw_code()
-        sys.setprofile(_count_draw)
+        _seen.draw_code = _keras_internals.seed_draw_code()
+        _seen.read_codes = _keras_internals.variable_read_codes()
+        sys.setprofile(_count_calls)
     try:
         yield
     finally:
         if running is None:
             sys.setprofile(None)
-    if getattr(_draws, "count", 0) != before:
+        _seen.outer = outer
+    if getattr(_seen, "draws", 0) != before[0]:
         raise _messages.TraceFailed(DRAW_REASON)
+    if getattr(_seen, "reads", 0) != before[1]:
+        raise _messages.TraceFailed(READ_REASON)
 
 
-def _count_draw(frame, event, arg):
-    if (
-        event == "call"
-        and frame.f_code is _draws.code
-        and not _keras_internals.in_stateless_scope()
-    ):
-        _draws.count = getattr(_draws, "count", 0) + 1
+def _count_calls(frame, event, arg):
+    if event != "call":
+        return
+    code = frame.f_code
+    if code is _seen.draw_code:
+        if not _inferring():
+            _seen.draws = getattr(_seen, "draws", 0) + 1
+    elif code in _seen.read_codes:
+        if not _inferring():
+            _seen.reads = getattr(_seen, "reads", 0) + 1
+
+
+def _inferring():
+    """Whether Keras runs an operation on placeholders here: in a stateless
+    scope it entered while R traced. The scope the trace began in (Keras'
+    JAX training step, or its own inference running R's function) maps the
+    values R reads, and so does a compiled function's (``_jax``): what is
+    read there is a value of this call."""
+    scope = _keras_internals.stateless_scope()
+    return (
+        scope is not None
+        and scope is not _seen.outer
+        and not getattr(scope, "maps_compiled_call", False)
+    )
 
 
 class RCalls:
@@ -320,7 +357,7 @@ class Traced(TraceCache):
         pending = _Pending(key)
         self.in_progress.append(pending)
         try:
-            with nested_call, drawless():
+            with nested_call, replay_safe():
                 entry = _Trace(self.r_calls, flat, in_spec, pending)
         except _messages.TraceFailed as exc:
             entry = _Fallback(str(exc))

@@ -104,7 +104,7 @@ class TracedFunction(_trace.TraceCache):
             KerasTensor(_bridge.static_shape(x), _trace._dtype(x)) for x in leaves
         ]
         try:
-            with _trace.nested_call, _trace.drawless():
+            with _trace.nested_call, _trace.replay_safe():
                 value = _messages.check_trace_failed(
                     _bridge.call_r(
                         self.r_fn, *unflatten(spec, symbolic), count=False, tracing=True

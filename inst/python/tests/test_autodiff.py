@@ -258,6 +258,28 @@ def test_compiled_function_runs_f_once_and_keeps_names_in_order():
     assert calls == [True]
 
 
+def test_compiled_function_reads_and_assigns_variables_at_every_call():
+    # jax.jit fixes a variable read inside its trace as a constant: the
+    # compiled function must read it at each call, and apply what f
+    # assigns (a seed generator's state, a counter).
+    scale = keras.Variable(2.0)
+    count = keras.Variable(0.0)
+
+    def f(x, tracing=False):
+        count.assign(count + 1.0)
+        return keras.ops.sum(x * scale)
+
+    compiled = _autodiff.compile_function(TracedFunction(f, trace=False))
+    x = tensor([1.0, 2.0])
+    np.testing.assert_allclose(values(compiled([x])), 6.0)
+    scale.assign(5.0)
+    np.testing.assert_allclose(values(compiled([x])), 15.0)
+    np.testing.assert_allclose(values(compiled([x])), 15.0)
+    assert float(values(count)) == 3.0
+    scale.assign(1.0)
+    np.testing.assert_allclose(values(compiled([x])), 3.0)
+
+
 def test_a_call_from_r_whose_result_makes_a_collection_due_tells_r_at_once(
     monkeypatch,
 ):

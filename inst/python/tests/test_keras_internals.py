@@ -273,15 +273,51 @@ def test_every_random_draw_runs_seed_generator_next():
         assert draws(lambda: keras.random.uniform((2,), seed=3)) == 0
 
 
-def test_stateless_scope_is_seen():
+def test_the_stateless_scope_is_seen():
     with relied_on(
-        "keras.src.backend.in_stateless_scope",
-        "`in_stateless_scope()` is True inside `keras.StatelessScope()` only",
+        "keras.src.backend.get_stateless_scope",
+        "`get_stateless_scope()` is the innermost `keras.StatelessScope()` "
+        "entered, None outside one",
     ):
-        assert not ki.in_stateless_scope()
-        with keras.StatelessScope():
-            assert ki.in_stateless_scope()
-        assert not ki.in_stateless_scope()
+        assert ki.stateless_scope() is None
+        with keras.StatelessScope() as outer:
+            assert ki.stateless_scope() is outer
+            with keras.StatelessScope() as inner:
+                assert ki.stateless_scope() is inner
+            assert ki.stateless_scope() is outer
+        assert ki.stateless_scope() is None
+
+
+def test_every_use_of_a_variables_value_runs_its_getter():
+    import sys
+
+    seen = []
+    codes = ki.variable_read_codes()
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            seen.append(1)
+
+    def reads(fn):
+        seen.clear()
+        sys.setprofile(watch)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+        return len(seen)
+
+    v = keras.Variable([1.0, 2.0])
+    x = keras.ops.convert_to_tensor([3.0, 4.0])
+    with relied_on(
+        "Variable.value is read wherever a variable's value is used",
+        "an operation on a Keras variable and `np.asarray()` of one read it "
+        "through `Variable.value`; its shape and dtype do not",
+    ):
+        assert reads(lambda: keras.ops.exp(v)) >= 1
+        assert reads(lambda: keras.ops.multiply(x, v)) >= 1
+        assert reads(lambda: np.asarray(v)) >= 1
+        assert reads(lambda: (v.shape, v.dtype)) == 0
 
 
 def test_every_internal_is_checked():

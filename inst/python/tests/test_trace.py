@@ -7,6 +7,7 @@ import pytest
 
 import customgrad
 from customgrad import _program
+from customgrad._traced_function import TracedFunction
 from customgrad.errors import TraceError
 
 from test_adapters import reply, BACKEND, grad_of
@@ -125,6 +126,58 @@ def test_a_keras_random_draw_on_a_shape_falls_back_and_draws_at_every_call():
     with pytest.raises(Exception) as info:
         customgrad.custom_gradient(Noisy(), strict=True)(x)
     assert isinstance(customgrad.find_error(info.value), TraceError)
+
+
+def test_a_variables_value_used_on_no_traced_tensor_falls_back():
+    # keras.ops.exp(v) runs once while tracing: the trace would keep it.
+    v = keras.Variable(0.0)
+    reasons, calls = [], []
+
+    def f(x, tracing=False):
+        calls.append(tracing)
+        return keras.ops.sum(x * keras.ops.exp(v))
+
+    traced = TracedFunction(f, notify=reasons.append)
+    x = keras.ops.convert_to_tensor([1.0, 2.0])
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(traced(x)), 3.0)
+    v.assign(1.0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(traced(x)), 3.0 * np.e, rtol=1e-6
+    )
+    assert len(reasons) == 1 and "variable" in reasons[0]
+    assert calls == [True, False, False]
+    # Used in an operation on traced tensors, it is recorded as the
+    # variable and read at every replay.
+    calls.clear()
+
+    def g(x, tracing=False):
+        calls.append(tracing)
+        return keras.ops.sum(keras.ops.multiply(x, v))
+
+    traced = TracedFunction(g, notify=reasons.append)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(traced(x)), 3.0)
+    v.assign(2.0)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(traced(x)), 6.0)
+    assert calls == [True] and len(reasons) == 1
+
+
+def test_a_trace_begun_in_a_stateless_scope_sees_the_values_it_maps():
+    # Keras' JAX training step runs R's function in a stateless scope that
+    # maps the variables to this step's values: a value read there is this
+    # step's, not one to keep.
+    v = keras.Variable(0.0)
+    reasons = []
+
+    def f(x, tracing=False):
+        return keras.ops.sum(x * keras.ops.exp(v))
+
+    traced = TracedFunction(f, notify=reasons.append)
+    x = keras.ops.convert_to_tensor([1.0, 2.0])
+    with keras.StatelessScope([(v, 1.0)]):
+        inside = keras.ops.convert_to_numpy(traced(x))
+    np.testing.assert_allclose(inside, 3.0 * np.e, rtol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(traced(x)), 3.0)
+    assert len(reasons) == 1 and "variable" in reasons[0]
 
 
 def test_strict_mode_raises_instead():
