@@ -137,11 +137,13 @@ def _count_calls(frame, event, arg):
         return
     code = frame.f_code
     if code is _seen.draw_code:
-        if not _inferring():
-            _seen.draws = getattr(_seen, "draws", 0) + 1
+        counter = "draws"
     elif code in _seen.read_codes:
-        if not _inferring():
-            _seen.reads = getattr(_seen, "reads", 0) + 1
+        counter = "reads"
+    else:
+        return
+    if not _inferring():
+        setattr(_seen, counter, getattr(_seen, counter, 0) + 1)
 
 
 def _inferring():
