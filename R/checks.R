@@ -385,3 +385,41 @@ check_no_mixed_options <- function(
   }
   invisible(x)
 }
+
+# `value_like` of op_custom_gradient(): NULL, the name of an argument of
+# `f`, or a function of f's inputs.
+check_value_like <- function(
+  x,
+  arg_names,
+  ...,
+  arg = rlang::caller_arg(x),
+  call = rlang::caller_env()
+) {
+  if (is.null(x) || is.function(x)) {
+    return(invisible(x))
+  }
+  if (!rlang::is_string(x) || !nzchar(x)) {
+    abort_argument(
+      x,
+      "the name of an argument of {.arg f}, or a function",
+      "value_like",
+      arg,
+      call
+    )
+  }
+  if (!"..." %in% arg_names && !x %in% arg_names) {
+    abort_argument(
+      x,
+      "the name of an argument of {.arg f}, or a function",
+      "value_like",
+      arg,
+      call,
+      hint = paste0(
+        "{.arg f}'s arguments are ",
+        paste0("{.arg ", arg_names, "}", collapse = ", "),
+        "."
+      )
+    )
+  }
+  invisible(x)
+}

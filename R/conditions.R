@@ -63,6 +63,7 @@ error_classes <- c(
   not_serializable = "`save_model()` met a custom-gradient function where Keras would save it by a name that loading can't find: in a `Lambda` layer made with `layer_lambda()`, or as an activation.",
   load_format = "A loaded custom-gradient layer would run on its saved traces, and they have a format this customgrad doesn't read: saved by a newer customgrad, or by an older one than it still reads.",
   thread = "A custom-gradient function was called from a Python thread other than the main one, where R can't run.",
+  value_like = "A custom-gradient function that R runs in a host callback (inside a compiled computation) has no `value_like` to give its value's shape and dtype, or R's value is not shaped as `value_like` says.",
   distributed = "`use_distributed()` was asked for what the backend can't do (several processes on TensorFlow or PyTorch, devices on PyTorch).",
   distributed_started = "`use_distributed()` was called after the backend started, when processes and devices can no longer be arranged.",
   f = "The backend raised an error while `f` ran (wrong input types, say); the backend's error is the parent, and its Python classes stay among the error's.",
@@ -397,10 +398,52 @@ python_error_message <- function(class, d) {
         "."
       )
     ),
-    thread = c(
-      "A custom-gradient function was called on the Python thread {.val {d$thread}}.",
-      "x" = "R runs only on the main thread.",
-      "i" = "Call it eagerly or inside a compiled function traced on the main thread, not from {.code tf.py_function}, a {.code tf.data} map or another thread."
+    thread = if (!is.null(d$host)) {
+      c(
+        "R can't run a custom-gradient function inside this compiled computation.",
+        "x" = if (identical(d$host, "staged")) {
+          "TensorFlow would run R's host callback on a thread of its own while R's main thread waits for the graph, and R runs only on the main thread."
+        } else {
+          "The backend ran R's host callback on the thread {.val {d$thread}} while R's main thread waited for the computation, and R runs only on the main thread."
+        },
+        "i" = "Compile with {.fn op_compile} (which serves R while the computation runs) rather than {.code tf$`function`()}; in {.fn fit}, {.fn evaluate} and {.fn predict} on TensorFlow, {.code compile(run_eagerly = TRUE)}, or use the JAX or PyTorch backend."
+      )
+    } else {
+      c(
+        "A custom-gradient function was called on the Python thread {.val {d$thread}}.",
+        "x" = "R runs only on the main thread.",
+        "i" = "Call it eagerly or inside a compiled function traced on the main thread, not from {.code tf.py_function}, a {.code tf.data} map or another thread."
+      )
+    },
+    value_like = switch(
+      d$problem,
+      missing = c(
+        "A custom-gradient function that R runs at every call needs {.arg value_like} inside a compiled computation.",
+        "x" = "It could not be traced, and R could not run it on the backend's symbolic tensors: {d$reason}",
+        "i" = "With {.arg value_like}, R runs it on the values in a host callback; the backend must know the shape and dtype of its value before R runs.",
+        "i" = "Give {.code op_custom_gradient(f, value_like = \"x\")} for a value shaped like input {.arg x}, or a function of the inputs that returns a tensor shaped like the value ({.code value_like = \\(x) op_sum(x)})."
+      ),
+      not_tensor = c(
+        "{.arg value_like} must give tensors shaped like {.arg f}'s value.",
+        "x" = "Element {d$leaf} of what it gave is not a tensor."
+      ),
+      nesting = c(
+        "{.arg f}'s value must be nested as {.arg value_like} says.",
+        "x" = "{.arg value_like} gives {d$expected} tensor{?s}; {.arg f} returned {d$returned}."
+      ),
+      shape = c(
+        "{.arg f}'s value must have the shape {.arg value_like} gives.",
+        "x" = "Tensor {d$leaf} of the value has shape {d$shape}; {.arg value_like} gives {d$declared}.",
+        "i" = "Fix {.arg value_like}, or the value's shape."
+      ),
+      dtype = c(
+        "{.arg f}'s value must have the kind of dtype {.arg value_like} gives.",
+        "x" = "Tensor {d$leaf} of the value has dtype {.val {d$dtype}}; {.arg value_like} gives {.val {d$declared}}."
+      ),
+      c(
+        "The gradient of an R host op was needed after it was dropped.",
+        "x" = "Only the {d$kept} newest forward calls keep their gradient function until their backward pass."
+      )
     ),
     recursion = c(
       "Custom-gradient functions can't be nested {d$depth} levels deep.",
@@ -422,7 +465,7 @@ python_error_message <- function(class, d) {
       c(
         "A custom-gradient function that R runs at every call can't be batched by {d$transform}.",
         "x" = "It could not be traced, so R would run on the transform's tensors.",
-        "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers) so that it traces, or map with {.fn op_map}."
+        "i" = "Give it {.arg value_like} ({.code op_custom_gradient(f, value_like = \"x\")}), so that R runs once per element in a host callback, compute with tensor operations only so that it traces, or map with {.fn op_map}."
       )
     ),
     trace = c(
@@ -479,8 +522,19 @@ python_error_message <- function(class, d) {
 # a field: a condition with them crosses Python as the Python exception it
 # names (reticulate), so they are added to the class only in R, where the
 # error reaches the user (with_backend_classes()).
-call_with_backend_errors <- function(fn, args, what, described = args) {
+# `host`: R runs in a host callback (_host.py), where every error of `fn`'s
+# own stops the computation as one of these, with its R classes kept.
+call_with_backend_errors <- function(
+  fn,
+  args,
+  what,
+  described = args,
+  host = FALSE
+) {
   withCallingHandlers(do.call(fn, args), error = function(cnd) {
+    if (host && !inherits(cnd, "customgrad_error") && !is_time_limit(cnd)) {
+      abort_backend_error(cnd, what, described, host = TRUE)
+    }
     if (
       inherits(cnd, "python.builtin.Exception") &&
         !inherits(cnd, "customgrad_error") &&
@@ -495,7 +549,7 @@ call_with_backend_errors <- function(fn, args, what, described = args) {
   })
 }
 
-abort_backend_error <- function(cnd, what, args) {
+abort_backend_error <- function(cnd, what, args, host = FALSE) {
   labels <- names(args) %||% character(length(args))
   labels[!nzchar(labels)] <- paste0("..", which(!nzchar(labels)))
   described <- vapply(args, describe_object, "")
@@ -503,7 +557,11 @@ abort_backend_error <- function(cnd, what, args) {
   names(arguments) <- rep("*", length(arguments))
   abort_customgrad(
     c(
-      if (what == "f") {
+      if (host && what == "f") {
+        "{.arg f} of a custom-gradient function failed in a host callback, inside a compiled computation."
+      } else if (host) {
+        "The gradient function of a custom-gradient function failed in a host callback, inside a compiled computation."
+      } else if (what == "f") {
         "The backend failed in {.arg f} of a custom-gradient function."
       } else {
         "The backend failed in the gradient function of a custom-gradient function."
@@ -520,7 +578,7 @@ abort_backend_error <- function(cnd, what, args) {
     parent = cnd,
     backend_classes = setdiff(
       class(cnd),
-      c("python.builtin.object", "error", "condition")
+      c("python.builtin.object", "rlang_error", "error", "condition")
     )
   )
 }

@@ -160,6 +160,47 @@
 #' `layer_lambda(\(x) log1pexp(x))` also calls the R closure at every step
 #' on PyTorch).
 #'
+#' @section R's own numerics inside compiled computations:
+#' A function that reads its inputs' values in R (`besselK(as.array(x),
+#' nu)`, `pnorm(log.p = TRUE)`, `integrate()`, a package's C code) makes
+#' code the backend can't differentiate, or can't run, a differentiable op.
+#' Eagerly R gets the backend's tensors at every call. Inside a computation
+#' the backend compiles ([op_compile()], `jax$jit()`, `jax$grad()`,
+#' `jax$vmap()`, Keras' training step on JAX) there are no values to read,
+#' so R runs in the backend's host callback instead: `jax.pure_callback()`
+#' under the custom gradient on JAX, `tf.numpy_function()` under
+#' `tf.custom_gradient()` on TensorFlow; PyTorch runs eagerly and needs
+#' none. `f` then gets the values as tensors, and `grad` the upstream
+#' gradient, at every call, on R's main thread.
+#'
+#' The backend must know the shape and dtype of the value before R runs:
+#' `value_like` gives them, as the name of the input the value is shaped
+#' like (`value_like = "x"`), or as a function of `f`'s inputs that returns
+#' a tensor (or a list of them) shaped like the value, called on symbolic
+#' tensors (`value_like = \(x) op_sum(x)` for a scalar). Where it is needed
+#' and missing the call is an error of class `customgrad_error_value_like`,
+#' and so is a value R returns with another shape (a floating value of
+#' another floating dtype is cast). Such a function is best made with
+#' `trace = FALSE`: R runs it at every call anyway, and no message says so.
+#'
+#' Inside a compiled computation an error in `f` or `grad` stops it, as
+#' an error of class `customgrad_error_f` or `customgrad_error_grad` that
+#' keeps the error's own classes. JAX may run a host callback again or
+#' skip one whose value is unused, so `f` should not count calls; under
+#' `jax$vmap()` and [keras3::op_vectorized_map()] R runs once per element.
+#' On a GPU every call copies its inputs to the host and back.
+#'
+#' TensorFlow runs a graph's host callbacks on threads of its own, while
+#' the thread that called the graph waits, and R runs only on the main
+#' thread: customgrad runs the graphs it makes ([op_compile()], the
+#' compiled gradients of [op_grad()]) on a thread of their own while R's
+#' main thread serves the callbacks. A graph that customgrad does not run
+#' (a `tf$function()` of yours, Keras' compiled `fit()`, `evaluate()` and
+#' `predict()`) can't reach R, and is refused when it is traced, with an
+#' error of class `customgrad_error_thread`: there compile the model with
+#' `run_eagerly = TRUE`, or use the JAX or PyTorch backend. A host callback
+#' is not saved in a SavedModel, and runs only in the process that made it.
+#'
 #' @section Recursion:
 #' `f` and `grad` may call the function itself (or another custom-gradient
 #' function that calls it), traced or not, also in [op_compile()] and
@@ -227,6 +268,12 @@
 #'   input signature and replay them in Python after that; `FALSE` to run
 #'   them in R at every call; `"strict"` to trace and make a function that
 #'   can't be traced an error. See "When R runs".
+#' @param value_like Where R runs `f` inside a compiled computation (see
+#'   "R's own numerics inside compiled computations"), the shape and dtype
+#'   of its value: the name of the input it is shaped like, or a function
+#'   of `f`'s inputs that returns a tensor shaped like it. `NULL` (the
+#'   default): not given, which only a function that R can't trace and
+#'   calls inside a compiled computation needs.
 #' @returns A function with the arguments of `f` that returns `f`'s value
 #'   and is differentiated with `grad`.
 #' @seealso [keras3::tuple()], [`%||%`], [gradcheck()], [op_grad()];
@@ -300,18 +347,32 @@
 #' })
 #' sum_and_product(2, 3)
 #'
+#' # R's own numerics as a differentiable op: besselK() and its derivative,
+#' # in R at every call, also inside op_compile() (a host callback).
+#' bessel_k <- op_custom_gradient(trace = FALSE, value_like = "x", \(x) {
+#'   xv <- as.array(x)
+#'   dk <- -(besselK(xv, 0.5) + besselK(xv, 2.5)) / 2
+#'   tuple(
+#'     op_convert_to_tensor(besselK(xv, 1.5), op_dtype(x)),
+#'     \(upstream) upstream * op_convert_to_tensor(dk, op_dtype(x))
+#'   )
+#' })
+#' op_compile(op_grad(\(x) op_sum(bessel_k(x))))(c(0.5, 1, 2))
+#'
 #' # A gradient written with the function itself is differentiable again:
 #' # every derivative of exp is exp.
 #' selfexp <- op_custom_gradient(function(x) {
 #'   tuple(op_exp(x), function(upstream) upstream * selfexp(x))
 #' })
 #' op_grad(op_grad(selfexp))(1)
-op_custom_gradient <- function(f, trace = TRUE) {
+op_custom_gradient <- function(f, trace = TRUE, value_like = NULL) {
   label <- rlang::as_label(rlang::enexpr(f))
   check_function(f)
   trace <- check_flag(trace, strict = TRUE)
+  check_value_like(value_like, names(formals(args(f))))
   state <- new.env(parent = emptyenv())
   state$f <- f
+  state$value_like <- value_like
   state$label <- label
   state$trace <- trace
   state$statics <- new.env(parent = emptyenv()) # non-tensor arguments
@@ -469,7 +530,10 @@ custom_gradient_callable <- function(state, call = rlang::caller_env()) {
       strict = identical(state$trace, "strict"),
       notify = callbacks$notify,
       warn_retrace = callbacks$warn_retrace,
-      max_traces = max_traces(call)
+      max_traces = max_traces(call),
+      value_like = if (!is.null(state$value_like)) {
+        state_callback(state, host_value_like)
+      }
     )
     # R's own calls also keep the memory R holds bounded (python.R).
     state$py_from_r <- reticulate::py_get_attr(fn, "from_r")
@@ -507,11 +571,15 @@ custom_gradient_name <- function(state, call) {
 # the value and the handle of grad's R callback (see run_grad()).
 # `released` are handles Python no longer needs. `tracing`: the inputs are
 # Keras symbolic tensors, and f and grad are being traced (see trace.R).
+# `host`: R runs in a host callback inside a compiled computation (_host.py),
+# where any error of f or grad stops the computation as customgrad_error_f
+# or customgrad_error_grad, keeping its own classes.
 custom_gradient_forward <- function(
   state,
   ...,
   released = NULL,
-  tracing = FALSE
+  tracing = FALSE,
+  host = FALSE
 ) {
   release_grads(released)
   abort_if_stack_low()
@@ -531,9 +599,15 @@ custom_gradient_forward <- function(
       )
     }))
   }
-  result <- as_f_result(call_with_backend_errors(f, inputs, "f"))
+  result <- as_f_result(call_with_backend_errors(f, inputs, "f", host = host))
   grad <- result[[2]]
-  callback <- grad_callback(grad, grad_convention(grad), grad_inputs, inputs)
+  callback <- grad_callback(
+    grad,
+    grad_convention(grad),
+    grad_inputs,
+    inputs,
+    host = host
+  )
   forward_reply(value = result[[1]], grad = register_grad(callback))
 }
 
@@ -647,13 +721,20 @@ grad_args <- function(convention, inputs, upstream) {
 
 # `f_args`: f's arguments by name, for the error of a backend's failure in
 # grad (NULL while tracing, where a failure is a failed trace).
-grad_callback <- function(grad, convention, inputs, f_args = NULL) {
+grad_callback <- function(
+  grad,
+  convention,
+  inputs,
+  f_args = NULL,
+  host = FALSE
+) {
   # Forced here: a promise would keep the caller's frame, f's value with
   # it, alive as long as this callback waits for Python's release.
   force(grad)
   force(convention)
   force(inputs)
   force(f_args)
+  force(host)
   function(upstream, variables = NULL) {
     args <- grad_args(convention, inputs, upstream)
     if (!is.null(variables)) {
@@ -665,7 +746,7 @@ grad_callback <- function(grad, convention, inputs, f_args = NULL) {
     if (is.null(f_args)) {
       return(do.call(grad, args))
     }
-    call_with_backend_errors(grad, args, "grad", f_args)
+    call_with_backend_errors(grad, args, "grad", f_args, host = host)
   }
 }
 

@@ -34,8 +34,29 @@ cases <- utils::read.table(
   eager 1e7  30   op_grad
   fit   0    12   python
   fit   0    12   customgrad
-  fit   0    12   floor"
+  fit   0    12   floor
+  exp-eager        1   2000 r
+  exp-eager        1   2000 numpy
+  exp-compiled     1   2000 r
+  exp-compiled     1   2000 numpy
+  exp-eager        1e5 200  r
+  exp-eager        1e5 200  numpy
+  exp-compiled     1e5 200  r
+  exp-compiled     1e5 200  numpy
+  besselk-compiled 1   2000 r
+  besselk-compiled 1   2000 numpy
+  besselk-compiled 1e5 200  r
+  besselk-compiled 1e5 200  numpy
+  host-fit         0   20   r
+  host-fit         0   20   numpy"
 )
+# The R host op loops (the issue "R's own numerics inside Keras models"):
+# `BENCH_ONLY=host` runs them alone, and their targets.
+host_case <- function(what) grepl("^(exp|besselk|host)-", what)
+only <- Sys.getenv("BENCH_ONLY")
+if (identical(only, "host")) {
+  cases <- cases[host_case(cases$what), ]
+}
 
 load_average <- function() {
   if (!file.exists("/proc/loadavg")) {
@@ -47,7 +68,15 @@ load_average <- function() {
 run_case <- function(backend, case) {
   size <- format(case$size, scientific = FALSE)
   n <- format(case$n, scientific = FALSE)
-  command <- if (case$impl == "python" && case$what == "fit") {
+  command <- if (host_case(case$what)) {
+    parts <- strsplit(case$what, "-")[[1]]
+    args <- if (parts[[1]] == "host") c("fit", size) else c(parts, n, size)
+    if (case$impl == "numpy") {
+      c(python, "bench/host_reference.py", args)
+    } else {
+      c("Rscript", "bench/host.R", args)
+    }
+  } else if (case$impl == "python" && case$what == "fit") {
     c(python, "bench/reference.py", "fit", size)
   } else if (case$impl == "python") {
     c(python, "bench/reference.py", "eager", n, size)
@@ -178,8 +207,16 @@ targets <- utils::read.table(
   'memory above n = 1 peak, op_grad n = 1e6' 2    eager 1e6 op_grad    python extra_mb
   'memory above n = 1 peak, native n = 1e7' 2     eager 1e7 native     python extra_mb
   'memory above n = 1 peak, op_grad n = 1e7' 2    eager 1e7 op_grad    python extra_mb
-  'fit() / Python'                          1.02  fit   0   customgrad python mean_us"
+  'fit() / Python'                          1.02  fit   0   customgrad python mean_us
+  'R exp() host op, eager, n = 1 / NumPy'   1.5   exp-eager    1   r numpy mean_us
+  'R exp() host op, compiled, n = 1 / NumPy' 1.5  exp-compiled 1   r numpy mean_us
+  'R exp() host op, eager, n = 1e5 / NumPy' 1.1   exp-eager    1e5 r numpy mean_us
+  'R exp() host op, compiled, n = 1e5 / NumPy' 1.1 exp-compiled 1e5 r numpy mean_us
+  'fit() through R besselK() / SciPy'       1.2   host-fit     0   r numpy mean_us"
 )
+if (identical(only, "host")) {
+  targets <- targets[host_case(targets$what), ]
+}
 ratio <- function(t, b) {
   get(b, t$what, t$n, t$impl, t$column) / get(b, t$what, t$n, t$base, t$column)
 }
@@ -221,6 +258,19 @@ shares <- utils::read.table(
   'keras3 fit() of the floor / Python'           fit   0   floor      python
   'fit() / keras3 fit() of the floor'            fit   0   customgrad floor"
 )
+shares <- rbind(
+  shares,
+  utils::read.table(
+    header = TRUE,
+    text = "
+  label                                          what             n   impl base
+  'R besselK() host op, compiled, n = 1 / SciPy' besselk-compiled 1   r    numpy
+  'R besselK() host op, compiled, n = 1e5 / SciPy' besselk-compiled 1e5 r  numpy"
+  )
+)
+if (identical(only, "host")) {
+  shares <- shares[host_case(shares$what), ]
+}
 shares$column <- "mean_us"
 shares <- ratio_table(
   shares,
@@ -242,7 +292,10 @@ md_table <- function(df) {
     apply(df, 1, function(r) paste0("| ", paste(r, collapse = " | "), " |"))
   )
 }
-losses <- summary[summary$what == "fit", c("backend", "impl", "loss")]
+losses <- summary[
+  summary$what %in% c("fit", "host-fit"),
+  c("backend", "what", "impl", "loss")
+]
 writeLines(
   c(
     sprintf(

@@ -162,6 +162,10 @@ error_triggers <- list(
     )
   },
   thread = function() raise_python_error("ThreadError", thread = "worker"),
+  # Real ones, inside compiled computations: test-host-*.R.
+  value_like = function() {
+    op_custom_gradient(function(x) tuple(x, \(up) up), value_like = "y")
+  },
   # Real ones: test-distributed*.R (which depend on the backend in use).
   distributed = function() {
     customgrad:::ensure_distributed_backend(

@@ -52,6 +52,7 @@ def custom_gradient(
     warn_retrace=None,
     max_traces=None,
     backend=None,
+    value_like=None,
 ):
     """Wrap an R ``forward`` callback into a differentiable callable.
 
@@ -62,13 +63,16 @@ def custom_gradient(
     called with ``tracing=True`` on symbolic tensors); ``notify(reason)``
     and ``warn_retrace(count)`` are R's callbacks for a trace that failed
     and for too many traces (see ``_trace.Traced``).
+    ``value_like(*inputs)`` is R's callback for the shapes and dtypes of
+    ``f``'s value from symbolic inputs, which a signature that can't be
+    traced needs inside a compiled computation (``_host``).
     ``backend`` defaults to the active Keras backend.  The callable's
     ``core`` attribute is the object that runs ``f`` (its ``traces`` count
     the traces made); its ``from_r`` attribute is the same callable for R's
     calls, which also counts the result as held by R (``_memory``) and
     returns an exception as an ``errors.Raised`` for R to raise.
     """
-    from customgrad import _backend, _trace
+    from customgrad import _backend, _host, _trace
 
     adapter = _backend.adapter(backend)
     core = _trace.RCalls(
@@ -81,7 +85,10 @@ def custom_gradient(
             warn_retrace=warn_retrace,
             strict=strict,
             max_traces=max_traces or _trace.DEFAULT_MAX_TRACES,
+            host=_host.HostCalls(forward, value_like),
         )
+    else:
+        core = _host.Untraced(core, _host.HostCalls(forward, value_like))
     return make_callable(core, adapter)
 
 

@@ -161,14 +161,15 @@ def _released_kwargs():
     return {"released": take_released()}
 
 
-def call_forward(forward, inputs):
+def call_forward(forward, inputs, **options):
     """Run the R forward; return ``(flat value tensors, value spec, grad)``.
 
-    R replies a :class:`_messages.ForwardReply`.
+    R replies a :class:`_messages.ForwardReply`; ``options`` go to R's
+    forward as they are (``host=True``: R runs in a host callback).
     """
     # Not counted as handed to R: the inputs came from R's caller.
     value, grad = _messages.read_forward_reply(
-        call_r(forward, *inputs, count=False, **_released_kwargs())
+        call_r(forward, *inputs, count=False, **options, **_released_kwargs())
     )
     leaves, spec = flatten(value)
     return [to_tensor(x) for x in leaves], spec, Grad(grad)

@@ -10,13 +10,16 @@ never None, for an input without a gradient.
 import contextlib
 
 import jax
+import jax.experimental.sparse
 import keras
 from jax import lax
 
-from customgrad import _bridge, _keras_internals, _memory
+from customgrad import _bridge, _host, _keras_internals, _memory
 from customgrad.errors import TransformError
 
 FILL_NONE = True
+# A failed host callback reaches the caller; JAX's log of it is dropped.
+_host.quiet("jax._src.callback")
 # jax.jit traces R once per signature.
 # JAX never hands grad variables.
 GRAD_GETS_VARIABLES = False
@@ -252,3 +255,36 @@ def device_memory_in_use():
 
     live_bytes.seconds = 0.01
     return live_bytes
+
+
+def is_abstract(x):
+    """Whether ``x`` is a tracer (``jax.jit``, ``jax.grad``, ``jax.vmap``),
+    whose value R can't read."""
+    return isinstance(x, jax.core.Tracer)
+
+
+def host_call(fn, args, out_specs):
+    """``fn`` of NumPy arrays as ``jax.pure_callback`` on ``args``; under
+    ``jax.vmap`` it is called once per element. JAX may skip a callback
+    whose outputs are unused, or run one again: R's ``f`` should not count
+    on running once. On a GPU each call copies to the host and back."""
+    shapes = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in out_specs]
+    return jax.pure_callback(
+        lambda *arrays: tuple(fn(*arrays)),
+        tuple(shapes),
+        *args,
+        vmap_method="sequential",
+    )
+
+
+def from_host(array):
+    """A host callback's NumPy input as the array R's code expects."""
+    return jax.numpy.asarray(array)
+
+
+def dense(x):
+    """``x``, or a sparse array's dense value (Keras infers shapes on
+    sparse placeholders for operands it takes for sparse)."""
+    if isinstance(x, jax.experimental.sparse.JAXSparse):
+        return x.todense()
+    return x

@@ -42,6 +42,7 @@ INTERNALS = (
     "SeedGenerator.next draws every seeded or unseeded random number",
     "Variable.value is read wherever a variable's value is used",
     "keras.src.backend.get_stateless_scope",
+    "keras.src.backend.common.symbolic_scope.in_symbolic_scope",
 )
 
 
@@ -208,6 +209,13 @@ def stateless_scope():
     """Keras' current stateless scope, or None.  Relies on
     ``keras.src.backend.get_stateless_scope``."""
     return _keras_src("backend", "get_stateless_scope")()
+
+
+def in_symbolic_scope():
+    """Whether Keras infers output shapes here (its ``compute_output_spec``
+    runs the function on placeholders, in a graph that never runs).
+    Relies on ``keras.src.backend.common.symbolic_scope.in_symbolic_scope``."""
+    return _keras_src("backend.common.symbolic_scope", "in_symbolic_scope")()
 
 
 # --- Saving ------------------------------------------------------------------

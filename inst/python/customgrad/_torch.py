@@ -270,3 +270,14 @@ def device_memory_in_use():
     if device.startswith("mps"):
         return torch.mps.current_allocated_memory
     return None
+
+
+def is_abstract(x):
+    """False: PyTorch runs eagerly, so R reads every tensor's value and no
+    host callback is needed (``_host``)."""
+    return False
+
+
+def dense(x):
+    """``x`` as it is (``_host`` asks every adapter)."""
+    return x

@@ -37,7 +37,7 @@ import keras
 import numpy as np
 from keras import KerasTensor
 
-from customgrad import _backend, _bridge, _keras_internals, _messages
+from customgrad import _backend, _bridge, _host, _keras_internals, _messages
 from customgrad import _program
 from customgrad._structure import flatten
 from customgrad.errors import (
@@ -46,6 +46,8 @@ from customgrad.errors import (
     TraceError,
     TransformError,
     find_error,
+    is_recursion,
+    reason_of,
 )
 
 DEFAULT_MAX_TRACES = 32
@@ -266,8 +268,10 @@ class Traced(TraceCache):
         warn_retrace,
         strict=False,
         max_traces=DEFAULT_MAX_TRACES,
+        host=None,
     ):
         self.r_calls = r_calls
+        self.host = host  # a _host.HostCalls, for abstract inputs
         self.notify = notify
         self.warn_retrace = warn_retrace
         self.strict = strict
@@ -304,7 +308,10 @@ class Traced(TraceCache):
     def run(self, entry, flat, in_spec):
         """Run ``entry`` (a trace, or a signature that calls R) on ``flat``."""
         if isinstance(entry, _Fallback):
-            result = self.r_calls.forward(flat, in_spec)
+            if self.host is not None and _host.is_abstract(flat):
+                result = self.host.forward_abstract(self.r_calls, flat, in_spec)
+            else:
+                result = self.r_calls.forward(flat, in_spec)
             if entry.reason is not None:
                 reason, entry.reason = entry.reason, None
                 if not self.notified and self.notify is not None:
@@ -364,7 +371,7 @@ class Traced(TraceCache):
         except _messages.TraceFailed as exc:
             entry = _Fallback(str(exc))
         except Exception as exc:  # noqa: BLE001 - decided below
-            if len(self.in_progress) == 1 and _recursed(exc):
+            if len(self.in_progress) == 1 and is_recursion(exc):
                 # Tracing called the function again without end, as a grad
                 # that calls it on new inputs does: each level's grad is
                 # traced with its f. R running it at every call takes each
@@ -378,7 +385,7 @@ class Traced(TraceCache):
             else:
                 # Python could not trace it (an operation Keras can't
                 # record, a graph that can't be compiled).
-                entry = _Fallback(_reason(exc))
+                entry = _Fallback(reason_of(exc))
         finally:
             self.in_progress.pop()
         pending.entry = entry
@@ -520,31 +527,6 @@ _RECURSED = (
     "Tracing it called it again and again without end (a `grad` that calls "
     "the function is traced with each call's `f`)."
 )
-
-
-def _recursed(exc):
-    """Whether ``exc`` is customgrad's recursion error, raised in Python or
-    in R: either has the R class among its type's bases (see
-    ``errors.r_class_base``), R's through ``_bridge.call_r``."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if any(c.__name__ == _RECURSION_CLASS for c in type(exc).__mro__):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-_RECURSION_CLASS = RecursionLimitError.r_class
-
-
-def _reason(exc):
-    """The message of an exception from R (the R condition's) or Python."""
-    message = getattr(exc, "message", None)
-    if isinstance(message, str):
-        return message
-    text = str(exc)
-    return text.strip() or type(exc).__name__
 
 
 class _Trace:

@@ -16,7 +16,7 @@ from keras import KerasTensor
 from customgrad import _bridge, _messages, _program, _trace
 from customgrad._keras_internals import compute_output_spec
 from customgrad._structure import flatten, unflatten
-from customgrad.errors import TraceError, find_error
+from customgrad.errors import TraceError, find_error, is_recursion, reason_of
 
 
 class TracedFunction(_trace.TraceCache):
@@ -120,7 +120,7 @@ class TracedFunction(_trace.TraceCache):
         except _messages.TraceFailed as exc:
             entry = str(exc)
         except Exception as exc:  # noqa: BLE001 - decided below
-            if _trace._recursed(exc) and _trace._depth[0] == 0:
+            if is_recursion(exc) and _trace._depth[0] == 0:
                 # f called gradients of itself, or of functions that call R
                 # on symbolic tensors, until R's stack ran low: R running f
                 # at every call goes only as deep as the values need.
@@ -131,9 +131,9 @@ class TracedFunction(_trace.TraceCache):
                 # An error R raised: f's own (customgrad's checks of its
                 # value), or the trace's (a function f calls that can't run
                 # on symbolic tensors). The call untraced decides.
-                return _Unsure(_trace._reason(exc))
+                return _Unsure(reason_of(exc))
             else:
-                entry = _trace._reason(exc)
+                entry = reason_of(exc)
         return self._keep(leaves, spec, entry, key)
 
     def _keep(self, leaves, spec, entry, key=None):

@@ -88,6 +88,15 @@ class ThreadError(CustomGradError, r_class_base("customgrad_error_thread")):
     template = "A customgrad function was called on the non-main thread {thread!r}; R runs only on the main thread."
 
 
+class HostValueError(CustomGradError, r_class_base("customgrad_error_value_like")):
+    """An R host op's value (``_host``): ``problem`` is "missing" (no
+    ``value_like`` where one is needed), "not_tensor" (``value_like`` gave
+    no tensor), "shape", "dtype" or "nesting" (R's value is not as
+    declared), or "lost" (its ``grad`` was dropped before its backward)."""
+
+    template = "An R host op's value: {problem}"
+
+
 class TraceError(CustomGradError, r_class_base("customgrad_error_trace")):
     """A trace failed in strict mode (``op_custom_gradient(trace = "strict")``)."""
 
@@ -306,6 +315,13 @@ def find_error(exc):
     seen = set()
     rewrapped = None
     while exc is not None and id(exc) not in seen:
+        if "customgrad host failure #" in str(exc):
+            # A host callback's failure, reported in the backend's own error.
+            from customgrad import _host
+
+            found = _host.recover(exc)
+            if found is not None and found is not exc:
+                return find_error(found) or rewrapped
         if carries_r_condition(exc):
             return exc
         if isinstance(exc, CustomGradError):
@@ -315,6 +331,34 @@ def find_error(exc):
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return rewrapped
+
+
+def has_r_class(exc, *names):
+    """Whether ``exc`` or an exception in its chain has one of the R
+    classes ``names``, raised in Python or in R: either has its R classes
+    among its type's bases (see :func:`r_class_base`), R's through
+    ``_bridge.call_r``."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if any(c.__name__ in names for c in type(exc).__mro__):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def is_recursion(exc):
+    """Whether ``exc`` is customgrad's recursion error (see :func:`has_r_class`)."""
+    return has_r_class(exc, RecursionLimitError.r_class)
+
+
+def reason_of(exc):
+    """The message of an exception from R (the R condition's) or Python."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, str):
+        return message
+    text = str(exc)
+    return text.strip() or type(exc).__name__
 
 
 def r_condition_fields(exc):

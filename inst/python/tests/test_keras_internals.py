@@ -293,6 +293,24 @@ def test_the_stateless_scope_is_seen():
         assert ki.stateless_scope() is None
 
 
+def test_shape_inference_is_seen():
+    with relied_on(
+        "keras.src.backend.common.symbolic_scope.in_symbolic_scope",
+        "`in_symbolic_scope()` is true while `compute_output_spec()` runs a "
+        "function on placeholders, false outside",
+    ):
+        seen = []
+
+        def fn(x):
+            seen.append(ki.in_symbolic_scope())
+            return x
+
+        assert not ki.in_symbolic_scope()
+        ki.compute_output_spec(fn, keras.KerasTensor((2,), "float32"))
+        assert seen == [True]
+        assert not ki.in_symbolic_scope()
+
+
 def test_every_use_of_a_variables_value_runs_its_getter():
     def reads(fn):
         return calls_of(ki.variable_read_codes(), fn)

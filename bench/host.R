@@ -1,0 +1,107 @@
+# One R host op loop of `make bench` (bench/run.R), alone in this process
+# and timed whole: STEPS calls of the value and gradient of sum(op(x)) on N
+# float32 elements, op an R function of R values (exp(), or besselK(x, 1.5))
+# with its gradient in R, through op_value_and_grad() ("eager": R at every
+# call) or op_compile(op_value_and_grad()) ("compiled": R in host
+# callbacks); or `fit EPOCHS`, the one-weight model through besselK(), with
+# Keras' default compilation (TensorFlow: run_eagerly = TRUE, the only way
+# its fit() reaches R). bench/host_reference.py is the same in Python with
+# NumPy and SciPy. Prints what reference.py's report() prints.
+# Usage: KERAS_BACKEND=jax Rscript bench/host.R KERNEL MODE N STEPS
+#        | fit EPOCHS
+args <- commandArgs(trailingOnly = TRUE)
+suppressPackageStartupMessages({
+  library(keras3)
+  library(customgrad)
+})
+ref <- reticulate::import_from_path("host_reference", "bench")
+
+report <- function(total, times, steps, ...) {
+  times <- sort(times)
+  pct <- function(p) times[[min(length(times), floor(p * length(times)) + 1)]]
+  values <- c(
+    mean_us = total / steps * 1e6,
+    median_us = pct(0.5) * 1e6,
+    p10_us = pct(0.1) * 1e6,
+    p90_us = pct(0.9) * 1e6,
+    ...
+  )
+  cat(paste0(names(values), "=", signif(values, 6), collapse = " "), "\n")
+}
+
+# The kernels: value and derivative, R's own functions.
+kernels <- list(
+  exp = list(value = exp, slope = exp),
+  besselk = list(
+    value = function(x) besselK(x, 1.5),
+    slope = function(x) -(besselK(x, 0.5) + besselK(x, 2.5)) / 2
+  )
+)
+
+host_op <- function(kernel) {
+  k <- kernels[[kernel]]
+  op_custom_gradient(trace = FALSE, value_like = "x", function(x) {
+    xv <- as.array(x)
+    tuple(
+      op_convert_to_tensor(k$value(xv), op_dtype(x)),
+      function(upstream) {
+        upstream * op_convert_to_tensor(k$slope(xv), op_dtype(x))
+      }
+    )
+  })
+}
+
+if (args[[1]] == "fit") {
+  epochs <- as.integer(args[[2]])
+  data <- ref$fit_data()
+  model <- keras_model_sequential(input_shape = 1) |>
+    layer_dense(1, use_bias = FALSE, kernel_initializer = "ones") |>
+    layer_custom_gradient(host_op("besselk"))
+  model |>
+    compile(
+      optimizer = optimizer_adam(0.05),
+      loss = "mse",
+      run_eagerly = config_backend() == "tensorflow"
+    )
+  # One fit(), timed whole (keras3's gives no per-step times).
+  started <- Sys.time()
+  history <- fit(
+    model,
+    data[[1]],
+    data[[2]],
+    epochs = epochs,
+    batch_size = ref$FIT_BATCH,
+    shuffle = FALSE,
+    verbose = 0
+  )
+  total <- as.numeric(Sys.time() - started, units = "secs")
+  steps <- epochs * ceiling(ref$FIT_SAMPLES / ref$FIT_BATCH)
+  report(
+    total,
+    total / steps,
+    steps,
+    loss = utils::tail(history$metrics$loss, 1)
+  )
+  quit(save = "no")
+}
+
+kernel <- args[[1]]
+mode <- args[[2]]
+n <- as.numeric(args[[3]])
+steps <- as.integer(args[[4]])
+op <- host_op(kernel)
+step <- op_value_and_grad(function(x) op_sum(op(x)))
+if (mode == "compiled") {
+  step <- op_compile(step)
+}
+x <- op_convert_to_tensor(seq(0.5, 2, length.out = n), "float32")
+started <- Sys.time()
+marks <- bench::mark(
+  step(x),
+  iterations = steps,
+  check = FALSE,
+  memory = FALSE,
+  filter_gc = FALSE
+)
+total <- as.numeric(Sys.time() - started, units = "secs")
+report(total, as.numeric(marks$time[[1]]), steps)

@@ -1,0 +1,163 @@
+"""R host ops (``_host``): Python stand-ins for R that read their inputs'
+values, inside the backends' compiled computations, and the main thread
+serving callbacks made on other threads."""
+
+import threading
+
+import keras
+import numpy as np
+import pytest
+
+import customgrad
+from customgrad import _autodiff, _host
+from customgrad.errors import HostValueError, ThreadError, find_error
+from test_adapters import BACKEND, reply
+
+X = np.array([0.5, 1.0, 2.0], "float32")
+
+
+def cube_forward(calls=None):
+    """x^3 with the rule 3 x^2, read as NumPy values (as R reads them)."""
+
+    def forward(x, tracing=False, **options):
+        xv = keras.ops.convert_to_numpy(x)  # fails on symbolic tensors
+        if calls is not None:
+            calls.append(options.get("host", False))
+
+        def grad(upstream, variables):
+            return [upstream * keras.ops.convert_to_tensor(3 * xv**2)]
+
+        return reply(keras.ops.convert_to_tensor(xv**3), grad)
+
+    return forward
+
+
+def like_input(x):
+    return x
+
+
+def cube(calls=None, **kwargs):
+    return customgrad.custom_gradient(
+        cube_forward(calls), trace=False, value_like=like_input, **kwargs
+    )
+
+
+def compiled_grad(h):
+    grad = _autodiff.value_and_grad(lambda x: keras.ops.sum(h(x)), wrt=[0])
+    return _autodiff.compile_function(lambda x: grad(None, x))
+
+
+def test_compiled_value_and_gradient_run_in_host_callbacks():
+    calls = []
+    h = cube(calls)
+    reply_ = compiled_grad(h)([keras.ops.convert_to_tensor(X)])
+    np.testing.assert_allclose(reply_["value"], np.sum(X**3), rtol=1e-6)
+    np.testing.assert_allclose(reply_["grad"][0], 3 * X**2, rtol=1e-6)
+    if BACKEND != "torch":  # PyTorch gives R its tensors eagerly
+        assert calls == [True]
+
+
+@pytest.mark.backend("jax")
+def test_a_forward_alone_keeps_no_gradient_function(monkeypatch):
+    import jax
+
+    nodes = []
+
+    class Recorded(_host._Node):
+        __slots__ = ()
+
+        def __init__(self):
+            super().__init__()
+            nodes.append(self)
+
+    monkeypatch.setattr(_host, "_Node", Recorded)
+    h = cube()
+    value = jax.jit(h)
+    for _ in range(3):
+        np.testing.assert_allclose(value(X), X**3, rtol=1e-6)
+    step = jax.jit(jax.grad(lambda x: jax.numpy.sum(h(x))))
+    for _ in range(3):
+        np.testing.assert_allclose(step(X), 3 * X**2, rtol=1e-6)
+    assert len(nodes) >= 2
+    # Each backward took its forward's grad; a forward alone kept none.
+    assert all(not n.pending for n in nodes)
+    assert any(n.keeps for n in nodes) and not all(n.keeps for n in nodes)
+
+
+@pytest.mark.backend("jax")
+def test_a_dropped_gradient_function_is_an_error(monkeypatch):
+    import jax
+
+    monkeypatch.setattr(_host, "MAX_PENDING", 1)
+    h = cube()
+    # Two forwards before their backward passes: the first's grad is
+    # dropped, and its backward is refused, never computed from another's.
+    _, pullback_1 = jax.vjp(jax.jit(h), X)
+    _, pullback_2 = jax.vjp(jax.jit(h), 2 * X)
+    np.testing.assert_allclose(pullback_2(np.ones(3, "float32"))[0], 12 * X**2, rtol=1e-6)
+    with pytest.raises(Exception) as info:
+        pullback_1(np.ones(3, "float32"))
+    assert isinstance(find_error(info.value), HostValueError)
+
+
+def test_a_value_of_another_shape_than_value_like_is_refused():
+    def forward(x, tracing=False, **options):
+        xv = keras.ops.convert_to_numpy(x)
+        return reply(keras.ops.convert_to_tensor(xv.sum()), lambda u, v: [u])
+
+    h = customgrad.custom_gradient(forward, trace=False, value_like=like_input)
+    run = _autodiff.compile_function(lambda x: h(x))
+    if BACKEND == "torch":  # eager: R's value is the value, as it is
+        np.testing.assert_allclose(run([keras.ops.convert_to_tensor(X)]), X.sum())
+        return
+    with pytest.raises(Exception) as info:
+        run([keras.ops.convert_to_tensor(X)])
+    found = find_error(info.value)
+    assert isinstance(found, HostValueError)
+    assert found.details["problem"] == "shape"
+
+
+def test_serve_runs_callbacks_of_other_threads_on_the_main_thread():
+    seen = []
+
+    def on_main(value):
+        seen.append(threading.current_thread() is threading.main_thread())
+        return value * 2
+
+    def work():
+        assert threading.current_thread() is not threading.main_thread()
+        return [_host._on_main(on_main, v) for v in range(3)]
+
+    assert _host.serve(work) == [0, 2, 4]
+    assert seen == [True, True, True]
+
+
+def test_a_callback_on_another_thread_with_no_one_serving_is_refused_at_once():
+    out = []
+
+    def work():
+        try:
+            _host._on_main(lambda: None)
+        except Exception as exc:  # noqa: BLE001 - examined below
+            out.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert isinstance(_host.recover(out[0]), ThreadError)
+
+
+def test_an_error_in_a_served_call_reaches_the_caller():
+    def work():
+        raise ValueError("in the worker")
+
+    with pytest.raises(ValueError, match="in the worker"):
+        _host.serve(work)
+
+
+def test_a_marked_failure_is_recovered_from_the_backends_text():
+    failure = _host._mark(KeyError("lost"))
+    wrapped = RuntimeError(f"the backend says: {failure} (node PyFunc)")
+    assert isinstance(_host.recover(wrapped), KeyError)
+    assert _host.recover(RuntimeError("nothing of ours")) is None

@@ -1,0 +1,32 @@
+# R host ops on TensorFlow: tf.numpy_function under tf.custom_gradient, run
+# where customgrad serves R on the main thread (_host.py, _tensorflow.py).
+
+test_that("TensorFlow graphs that customgrad doesn't run refuse R, classed", {
+  skip_unless_backend("tensorflow")
+  model <- host_model(bessel_k())
+  model |> compile(optimizer = optimizer_sgd(0.01), loss = "mse")
+  x <- matrix(c(0.5, 1), ncol = 1)
+  err <- expect_error(
+    fit(model, x, besselK(x, 1.5), epochs = 1, verbose = 0),
+    class = "customgrad_error_thread"
+  )
+  expect_match(conditionMessage(err), "run_eagerly = TRUE", fixed = TRUE)
+  tf <- reticulate::import("tensorflow")
+  bk <- bessel_k()
+  expect_error(
+    customgrad_call(tf$`function`(function(x) bk(x))(
+      op_convert_to_tensor(x_host, "float32")
+    )),
+    class = "customgrad_error_thread"
+  )
+})
+
+test_that("errors of f and grad in host callbacks are classed", {
+  skip_unless_backend("tensorflow")
+  expect_host_errors_classed()
+})
+
+test_that("value_like is asked for where it is missing, and checked", {
+  skip_unless_backend("tensorflow")
+  expect_value_like_checked()
+})
