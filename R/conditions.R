@@ -233,7 +233,8 @@ conditionMessage.customgrad_error <- function(c) {
 # rlang (and testthat's snapshots) read the message as a header (a method
 # of rlang's generic, which lintr takes for a function name).
 #' @exportS3Method rlang::cnd_header
-cnd_header.customgrad_error <- function(cnd, ...) { # nolint: object_name.
+cnd_header.customgrad_error <- function(cnd, ...) {
+  # nolint: object_name.
   r_cnd <- if (is_python_error(cnd)) condition_of_python_error(cnd)
   if (is.null(r_cnd)) NextMethod() else conditionMessage(r_cnd)
 }
@@ -402,11 +403,12 @@ python_error_message <- function(class, d) {
       c(
         "R can't run a custom-gradient function inside this compiled computation.",
         "x" = if (identical(d$host, "staged")) {
-          "TensorFlow would run R's host callback on a thread of its own while R's main thread waits for the graph, and R runs only on the main thread."
+          "TensorFlow would run R's host callback on a thread of its own while R's main thread waits for the graph, and R runs only on the main thread; a graph exported ({.code model$export()}, a SavedModel) can't hold R at all."
         } else {
           "The backend ran R's host callback on the thread {.val {d$thread}} while R's main thread waited for the computation, and R runs only on the main thread."
         },
-        "i" = "Compile with {.fn op_compile} (which serves R while the computation runs) rather than {.code tf$`function`()}; in {.fn fit}, {.fn evaluate} and {.fn predict} on TensorFlow, {.code compile(run_eagerly = TRUE)}, or use the JAX or PyTorch backend."
+        "i" = "Compile with {.fn op_compile} (which serves R while the computation runs) rather than {.code tf$`function`()}; in {.fn fit}, {.fn evaluate} and {.fn predict} on TensorFlow, {.code compile(run_eagerly = TRUE)}, or use the JAX or PyTorch backend.",
+        "i" = "A model that computes in R runs only where R does: save it with {.fn save_model} and load it in R, rather than export it."
       )
     } else {
       c(

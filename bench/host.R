@@ -15,19 +15,7 @@ suppressPackageStartupMessages({
   library(customgrad)
 })
 ref <- reticulate::import_from_path("host_reference", "bench")
-
-report <- function(total, times, steps, ...) {
-  times <- sort(times)
-  pct <- function(p) times[[min(length(times), floor(p * length(times)) + 1)]]
-  values <- c(
-    mean_us = total / steps * 1e6,
-    median_us = pct(0.5) * 1e6,
-    p10_us = pct(0.1) * 1e6,
-    p90_us = pct(0.9) * 1e6,
-    ...
-  )
-  cat(paste0(names(values), "=", signif(values, 6), collapse = " "), "\n")
-}
+source("bench/report.R")
 
 # The kernels: value and derivative, R's own functions.
 kernels <- list(
@@ -63,25 +51,7 @@ if (args[[1]] == "fit") {
       loss = "mse",
       run_eagerly = config_backend() == "tensorflow"
     )
-  # One fit(), timed whole (keras3's gives no per-step times).
-  started <- Sys.time()
-  history <- fit(
-    model,
-    data[[1]],
-    data[[2]],
-    epochs = epochs,
-    batch_size = ref$FIT_BATCH,
-    shuffle = FALSE,
-    verbose = 0
-  )
-  total <- as.numeric(Sys.time() - started, units = "secs")
-  steps <- epochs * ceiling(ref$FIT_SAMPLES / ref$FIT_BATCH)
-  report(
-    total,
-    total / steps,
-    steps,
-    loss = utils::tail(history$metrics$loss, 1)
-  )
+  report_fit(model, data, epochs, ref$FIT_SAMPLES, ref$FIT_BATCH)
   quit(save = "no")
 }
 
@@ -94,7 +64,9 @@ step <- op_value_and_grad(function(x) op_sum(op(x)))
 if (mode == "compiled") {
   step <- op_compile(step)
 }
-x <- op_convert_to_tensor(seq(0.5, 2, length.out = n), "float32")
+# An array of n elements, shape (n), as the NumPy reference has (an R
+# number would be a tensor of shape ()).
+x <- op_convert_to_tensor(array(seq(0.5, 2, length.out = n), n), "float32")
 started <- Sys.time()
 marks <- bench::mark(
   step(x),

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 from scipy import special
 
-from reference import BACKEND, report
+from reference import BACKEND, report, timed
 
 NU = 1.5
 KERNELS = {
@@ -133,13 +133,8 @@ def value_and_grad_step(op, x, mode):
 def run_calls(kernel, mode, n, steps):
     x = keras.ops.convert_to_tensor(np.linspace(0.5, 2.0, n).astype("float32"))
     step = value_and_grad_step(host_op(kernel), x, mode)
-    times = []  # the first call's compile included, as in the R loop
-    started = time.perf_counter()
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    total = time.perf_counter() - started
+    # The first call's compile is timed, as in the R loop.
+    total, times = timed(step, steps)
     report(total, times, steps)
 
 

@@ -14,20 +14,8 @@ suppressPackageStartupMessages({
   library(customgrad)
 })
 source("tests/testthat/eager-loop.R")
+source("bench/report.R")
 ref <- reticulate::import_from_path("reference", "bench")
-
-report <- function(total, times, steps, ...) {
-  times <- sort(times)
-  pct <- function(p) times[[min(length(times), floor(p * length(times)) + 1)]]
-  values <- c(
-    mean_us = total / steps * 1e6,
-    median_us = pct(0.5) * 1e6,
-    p10_us = pct(0.1) * 1e6,
-    p90_us = pct(0.9) * 1e6,
-    ...
-  )
-  cat(paste0(names(values), "=", signif(values, 6), collapse = " "), "\n")
-}
 
 peak_mb <- function() reticulate::py_to_r(ref$peak_mb())
 
@@ -40,25 +28,7 @@ if (route == "fit") {
     naive_log1pexp()
   }
   model <- ref$make_mlp(activation)
-  started <- Sys.time()
-  history <- fit(
-    model,
-    data[[1]],
-    data[[2]],
-    epochs = epochs,
-    batch_size = ref$FIT_BATCH,
-    shuffle = FALSE,
-    verbose = 0
-  )
-  total <- as.numeric(Sys.time() - started, units = "secs")
-  steps <- epochs * ceiling(ref$FIT_SAMPLES / ref$FIT_BATCH)
-  # keras3's fit() gives no per-epoch times: the whole fit is the number.
-  report(
-    total,
-    total / steps,
-    steps,
-    loss = utils::tail(history$metrics$loss, 1)
-  )
+  report_fit(model, data, epochs, ref$FIT_SAMPLES, ref$FIT_BATCH)
   quit(save = "no")
 }
 

@@ -102,14 +102,19 @@ def eager(n, steps, warmup=20):
             small()
     base = peak_mb()
     step = eager_step(ops.ones((int(n),)) * 0.5)
+    total, times = timed(step, steps)
+    report(total, times, steps, extra_mb=peak_mb() - base)
+
+
+def timed(step, steps):
+    """``(total seconds, per-call seconds)`` of ``steps`` calls of ``step``."""
     times = []
     started = time.perf_counter()
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    total = time.perf_counter() - started
-    report(total, times, steps, extra_mb=peak_mb() - base)
+    return time.perf_counter() - started, times
 
 
 # --- model.fit(): 32 -> Dense 64 -> log1pexp -> Dense 64 -> log1pexp ->

@@ -9,6 +9,7 @@ test_that("the vignettes are installed with the package", {
       "custom-gradients",
       "from-zero",
       "gradients",
+      "r-functions",
       "techniques",
       "training",
       "troubleshooting"

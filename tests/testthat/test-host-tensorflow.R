@@ -30,3 +30,14 @@ test_that("value_like is asked for where it is missing, and checked", {
   skip_unless_backend("tensorflow")
   expect_value_like_checked()
 })
+
+test_that("exporting a model that computes in R is refused, saying why", {
+  skip_unless_backend("tensorflow")
+  model <- host_model(bessel_k())
+  err <- expect_error(
+    model$export(withr::local_tempfile()),
+    class = "customgrad_error_thread"
+  )
+  expect_match(conditionMessage(err), "can't hold R", fixed = TRUE)
+  expect_match(conditionMessage(err), "save_model()", fixed = TRUE)
+})

@@ -86,3 +86,28 @@ test_that("a host op of an expression (x * 2) traces inside op_grad()", {
   x <- op_convert_to_tensor(x_host / 2, "float32")
   expect_values(as.array(g(x)), 2 * dbessel_k(x_host))
 })
+
+test_that("a model with a host op saves, and loads with its function", {
+  skip_if_no_backend()
+  bessel_k <- bessel_k()
+  # Saved by the name the layer was made with.
+  model <- keras_model_sequential(input_shape = 1) |>
+    layer_custom_gradient(bessel_k)
+  path <- withr::local_tempfile(fileext = ".keras")
+  save_model(model, path)
+  # No trace runs without R: the function is needed, and asked for by name.
+  err <- expect_error(
+    load_model(path),
+    class = "customgrad_error_load_function"
+  )
+  expect_match(
+    conditionMessage(err),
+    "custom_objects = list(bessel_k",
+    fixed = TRUE
+  )
+  loaded <- load_model(path, custom_objects = list(bessel_k = bessel_k))
+  # Called eagerly (TensorFlow's predict() reaches R only when the model
+  # runs eagerly: test-host-tensorflow.R).
+  x <- op_convert_to_tensor(matrix(c(0.5, 1), ncol = 1), "float32")
+  expect_values(as.array(loaded(x)), besselK(c(0.5, 1), 1.5))
+})
