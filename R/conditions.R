@@ -233,8 +233,7 @@ conditionMessage.customgrad_error <- function(c) {
 # rlang (and testthat's snapshots) read the message as a header (a method
 # of rlang's generic, which lintr takes for a function name).
 #' @exportS3Method rlang::cnd_header
-cnd_header.customgrad_error <- function(cnd, ...) {
-  # nolint: object_name.
+cnd_header.customgrad_error <- function(cnd, ...) { # nolint: object_name.
   r_cnd <- if (is_python_error(cnd)) condition_of_python_error(cnd)
   if (is.null(r_cnd)) NextMethod() else conditionMessage(r_cnd)
 }
