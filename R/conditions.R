@@ -143,6 +143,25 @@ note_error <- function(cnd) {
   }
 }
 
+# A customgrad error leaving an R function that Python called (customgrad's
+# callbacks, and those keras3 hands to Python: op_map(), layer_lambda()),
+# as a Python exception. reticulate's (a RuntimeError carrying the fields)
+# reaches R again as python.builtin.RuntimeError wherever the caller is not
+# customgrad; remade with the error's classes among its type's, it keeps
+# them (errors.carried_r_condition()).
+#' @rawNamespace S3method(reticulate::r_to_py, customgrad_error)
+r_to_py.customgrad_error <- function(x, convert = FALSE) {
+  carried <- NextMethod()
+  if (!isTRUE(the$py_ready) || is_python_error(x)) {
+    return(carried)
+  }
+  classes <- setdiff(class(x), generic_condition_classes)
+  import_submodule("errors", convert = FALSE)$carried_r_condition(
+    carried,
+    classes
+  )
+}
+
 generic_condition_classes <- c(
   "rlang_error",
   "simpleError",

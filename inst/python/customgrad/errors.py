@@ -284,6 +284,19 @@ def r_condition_type(classes):
     return cls
 
 
+def carried_r_condition(exc, classes):
+    """reticulate's exception for an R condition (``exc``, which carries
+    its fields and ``r_class``), remade as the :func:`r_condition_type` of
+    its own ``classes``: an R condition leaving an R function that anyone
+    calls from Python (keras3's ``op_map()``, a ``layer_lambda()``) then
+    reaches R with its classes, through code that is not customgrad's,
+    TensorFlow's re-raise of the same type included."""
+    classes = (classes,) if isinstance(classes, str) else tuple(classes)
+    carried = r_condition_type(classes)(*exc.args)
+    carried.__dict__.update(exc.__dict__)
+    return carried
+
+
 def note_stop():
     """R's error handler in its callbacks notes that the error in flight is
     a time limit: it stops the user's call (see ``_bridge.call_r``)."""
