@@ -422,6 +422,8 @@ python_error_message <- function(class, d) {
         "R can't run a custom-gradient function inside this compiled computation.",
         "x" = if (identical(d$host, "staged")) {
           "TensorFlow would run R's host callback on a thread of its own while R's main thread waits for the graph, and R runs only on the main thread; a graph exported ({.code model$export()}, a SavedModel) can't hold R at all."
+        } else if (identical(d$host, "exported")) {
+          "It is being exported ({.code model$export()}, {.code jax.export}) to run where R is not, and an exported computation can't call R."
         } else {
           "The backend ran R's host callback on the thread {.val {d$thread}} while R's main thread waited for the computation, and R runs only on the main thread."
         },

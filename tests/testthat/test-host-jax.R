@@ -39,3 +39,15 @@ test_that("value_like is asked for where it is missing, and checked", {
   skip_unless_backend("jax")
   expect_value_like_checked()
 })
+
+test_that("exporting a model that computes in R is refused, saying why", {
+  skip_unless_backend("jax")
+  model <- host_model(bessel_k())
+  # JAX fails while lowering the callback for any batch size (std::bad_cast).
+  err <- expect_error(
+    model$export(withr::local_tempfile()),
+    class = "customgrad_error_thread"
+  )
+  expect_match(conditionMessage(err), "an exported computation can't call R", fixed = TRUE)
+  expect_match(conditionMessage(err), "save_model()", fixed = TRUE)
+})

@@ -12,10 +12,11 @@ import contextlib
 import jax
 import jax.experimental.sparse
 import keras
+import numpy as np
 from jax import lax
 
 from customgrad import _bridge, _host, _keras_internals, _memory
-from customgrad.errors import TransformError
+from customgrad.errors import ThreadError, TransformError
 
 FILL_NONE = True
 # A failed host callback reaches the caller; JAX's log of it is dropped.
@@ -268,6 +269,15 @@ def host_call(fn, args, out_specs):
     ``jax.vmap`` it is called once per element. JAX may skip a callback
     whose outputs are unused, or run one again: R's ``f`` should not count
     on running once. On a GPU each call copies to the host and back."""
+    symbolic = any(
+        not isinstance(d, (int, np.integer)) for shape, _ in out_specs for d in shape
+    )
+    if symbolic and not _keras_internals.in_symbolic_scope():
+        # A symbolic dimension outside Keras' shape inference: jax.export
+        # (Keras' model.export()) traces for any batch size, to run the
+        # computation where R is not; JAX would fail while lowering the
+        # callback ("std::bad_cast").
+        raise ThreadError(thread="jax.export", host="exported")
     shapes = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in out_specs]
     return jax.pure_callback(
         lambda *arrays: tuple(fn(*arrays)),
