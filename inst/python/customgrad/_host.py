@@ -337,7 +337,11 @@ def _mark(exc):
     _failures[number] = exc
     while len(_failures) > _MAX_FAILURES:
         _failures.popitem(last=False)
-    return HostFailure(_MARK.format(number))
+    # The error's own message too: where the backend's error reaches the
+    # user through code that is not customgrad's (Keras' compiled fit() on
+    # JAX), its text is all they see.
+    message = str(exc).strip().splitlines()
+    return HostFailure(_MARK.format(number) + (": " + message[0] if message else ""))
 
 
 def recover(exc):
