@@ -10,7 +10,10 @@ the$backend <- NULL # Keras' backend when customgrad started using it
 the$submodules <- new.env(parent = emptyenv()) # customgrad.<name> modules
 the$ops <- new.env(parent = emptyenv()) # cached keras.ops callables
 the$np_asarray <- NULL # numpy.asarray, for R arrays as tensors
-the$grads <- new.env(parent = emptyenv()) # grad callbacks by handle
+# grad callbacks by handle: a hash table (made in .onLoad: one made when
+# the package is built would not survive serialization), not an
+# environment, whose every new name would be a symbol that R keeps for good.
+the$grads <- NULL
 the$grad_handle <- 0 # the last handle given to a grad callback
 the$collection_deferred <- FALSE # R collects before its next call (python.R)
 the$tracing <- 0L # depth of f or grad running on symbolic tensors (trace.R)

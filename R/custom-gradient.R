@@ -651,35 +651,27 @@ r_function_in <- function(x) {
 # that runs R, which a traced function may never make again).
 register_grad <- function(fn, once = FALSE) {
   handle <- the$grad_handle <- the$grad_handle + 1
-  key <- as.character(handle)
   if (once) {
     run <- fn
     fn <- function(...) {
-      on.exit(rm(list = key, envir = the$grads))
+      on.exit(utils::remhash(the$grads, handle))
       run(...)
     }
   }
-  assign(key, fn, envir = the$grads)
+  utils::sethash(the$grads, handle, fn)
   handle
 }
 
 release_grads <- function(released) {
-  if (length(released) > 0) {
-    keys <- as.character(unlist(released))
-    keys <- keys[vapply(
-      keys,
-      exists,
-      TRUE,
-      envir = the$grads,
-      inherits = FALSE
-    )]
-    rm(list = keys, envir = the$grads)
+  # Handles come back from Python as integers; they are kept as doubles.
+  for (handle in as.double(unlist(released))) {
+    utils::remhash(the$grads, handle)
   }
 }
 
 run_grad <- function(handle, upstream, variables = NULL) {
   abort_if_stack_low()
-  fn <- get(as.character(handle), envir = the$grads, inherits = FALSE)
+  fn <- utils::gethash(the$grads, as.double(handle))
   fn(upstream, variables)
 }
 

@@ -1,4 +1,5 @@
 .onLoad <- function(libname, pkgname) {
+  the$grads <- utils::hashtab()
   declare_python_requirements()
   register_python_module()
   register_tensor_methods()

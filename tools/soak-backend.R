@@ -28,7 +28,7 @@ measure <- function() {
     rss_mb = process_mb(),
     r_objects = sum(memory.profile()),
     python_objects = reticulate::py_len(py_gc$get_objects()),
-    pending_grads = length(customgrad:::the$grads)
+    pending_grads = utils::numhash(customgrad:::the$grads)
   )
 }
 
@@ -76,4 +76,62 @@ for (route in c("native", "op_grad")) {
     seconds = seconds
   )
 }
+
+# An R host op in a model (issue 59): 20,000 steps of fit() (batches of 1,
+# Keras' default compilation; eager on TensorFlow, whose compiled step
+# can't reach R) and 20,000 forward-only predict() calls, measured as
+# above. R's besselK() and its gradient keep what they read until the
+# backward pass; nothing may outlive it.
+dbessel_k <- function(x) -(besselK(x, 0.5) + besselK(x, 2.5)) / 2
+bessel_k <- op_custom_gradient(trace = FALSE, value_like = "x", function(x) {
+  xv <- as.array(x)
+  tuple(
+    op_convert_to_tensor(besselK(xv, 1.5), op_dtype(x)),
+    function(up) up * op_convert_to_tensor(dbessel_k(xv), op_dtype(x))
+  )
+})
+model <- keras_model_sequential(input_shape = 1) |>
+  layer_dense(1, use_bias = FALSE, kernel_initializer = "ones") |>
+  layer_custom_gradient(bessel_k)
+model |>
+  compile(
+    optimizer = optimizer_adam(0.01),
+    loss = "mse",
+    run_eagerly = backend == "tensorflow"
+  )
+set.seed(1)
+fit_x <- matrix(runif(settled, 0.5, 2), ncol = 1)
+fit_y <- besselK(1.3 * fit_x, 1.5)
+host_steps <- list(
+  "host-fit" = function(i) {
+    # One epoch is `settled` steps: fit() runs once per epoch's worth.
+    if (i %% settled == 1L || settled == 1L) {
+      fit(model, fit_x, fit_y, epochs = 1, batch_size = 1, verbose = 0)
+    }
+  },
+  "host-predict" = function(i) predict(model, fit_x[1:8, , drop = FALSE], verbose = 0)
+)
+for (route in names(host_steps)) {
+  step <- host_steps[[route]]
+  started <- Sys.time()
+  for (i in seq_len(steps)) {
+    step(i)
+    if (i == settled) {
+      at_settled <- measure()
+    }
+    if (i %% settled == 0) {
+      progress(route, i, started)
+    }
+  }
+  growth <- measure() - at_settled
+  rows[[route]] <- data.frame(
+    backend = backend,
+    route = route,
+    steps = steps,
+    rbind(growth),
+    seconds = as.numeric(Sys.time() - started, units = "secs")
+  )
+}
+# The weight was learnt through R's gradient: the loop computed.
+stopifnot(abs(as.vector(as.array(model$weights[[1]])) - 1.3) < 0.01)
 utils::write.csv(do.call(rbind, rows), result_file, row.names = FALSE)

@@ -111,3 +111,24 @@ test_that("without Linux's probes, with or without a device count, a loop's memo
     expect_gte(peak, 5)
   }
 })
+
+test_that("calls that R runs make no R symbols, which R keeps for good", {
+  skip_if_no_backend()
+  # Each forward that runs R registers its grad under a new handle; kept by
+  # name in an environment, each handle was a new symbol (3 R objects a call,
+  # never freed).
+  h <- op_custom_gradient(\(x) tuple(x * 2, \(upstream) upstream * 2), trace = FALSE)
+  x <- op_convert_to_tensor(c(1, 2), "float32")
+  g <- op_grad(\(x) op_sum(h(x)))
+  for (i in 1:20) {
+    h(x)
+    g(x)
+  }
+  symbols <- function() memory.profile()[["symbol"]]
+  before <- symbols()
+  for (i in 1:500) {
+    h(x)
+    g(x)
+  }
+  expect_lt(symbols() - before, 20)
+})
