@@ -4,14 +4,20 @@
 
 #' Is a Keras backend ready to use?
 #'
-#' `TRUE` when Python, Keras and the backend's Python module can be found
-#' and Keras is not already running with another backend. Where no Python
-#' is chosen or found, reticulate provisions one for what keras3 and
-#' customgrad declare (keras3's default set-up), as keras3 would at its
-#' first use, and that one counts. Never fails, so it suits `if ()`
-#' guards, examples and vignettes. It starts Python but imports neither
-#' Keras nor a backend: choosing the backend with [keras3::use_backend()]
-#' afterwards still works.
+#' `TRUE` when Python, Keras and the backend's Python module are installed
+#' and Keras is not already running with another backend. It answers from
+#' what is already there: the Python running in this session, or else the
+#' one reticulate would start without installing anything (an explicit
+#' choice such as `RETICULATE_PYTHON` or [reticulate::use_python()], an
+#' active virtual environment, keras3's `r-keras` or reticulate's
+#' `r-reticulate` environment). It never provisions one: where no Python
+#' is chosen or found, keras3's first use in your session would download
+#' one with what keras3 and customgrad declare ([reticulate::py_require()]),
+#' and until then `backend_available()` is `FALSE`. It never downloads
+#' anything, so it suits `if ()` guards, examples, vignettes and checks on
+#' machines with no Python or no network. It may start the Python it
+#' finds, but imports neither Keras nor a backend: choosing the backend
+#' with [keras3::use_backend()] afterwards still works.
 #'
 #' @param backend A backend name; by default the one chosen with
 #'   [keras3::use_backend()] (or the `KERAS_BACKEND` environment variable).
@@ -35,14 +41,24 @@ backend_available <- function(backend = backend_name()) {
   if (!is.null(active)) {
     return(identical(active, backend))
   }
-  # With no Python chosen or found, py_available() provisions one as
-  # keras3's first use would (start_python()).
   tryCatch(
-    reticulate::py_available(initialize = TRUE) &&
+    python_installed() &&
+      reticulate::py_available(initialize = TRUE) &&
       py_module_installed("keras") &&
       py_module_installed(backend_module(backend)),
     error = function(cnd) FALSE
   )
+}
+
+# Whether Python runs in this session or reticulate would start one that
+# exists, not one it would provision (python_choice() is NULL or
+# "managed" for that), so asking downloads nothing.
+python_installed <- function() {
+  if (reticulate::py_available(initialize = FALSE)) {
+    return(TRUE)
+  }
+  config <- python_choice()
+  !is.null(config) && !identical(config$python, "managed") && file.exists(config$python)
 }
 
 # Whether Python can import `module`, without importing it

@@ -142,7 +142,9 @@ declare_python_requirements <- function() {
 }
 
 # The Python reticulate would start, or NULL when it would provision one
-# (see start_python()).
+# (see start_python()). reticulate's discovery gives no configuration for
+# the Python it provisions from py_require(): it makes that one only while
+# it starts Python, so asking downloads nothing.
 python_choice <- function() {
   if (identical(Sys.getenv("RETICULATE_PYTHON"), "managed")) {
     return(list(python = "managed", forced = "RETICULATE_PYTHON"))

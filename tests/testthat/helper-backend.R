@@ -1,7 +1,20 @@
 # Skip helpers. With CI=true a backend that can't run fails the test
 # instead: in CI a skipped backend is a failure, never a pass.
+# Asked once per test process: each runs one backend, and where no Python
+# is installed asking looks for one (conda, virtual environments), about
+# 0.2 s each time.
+backend_ready <- local({
+  ready <- NULL
+  function() {
+    if (is.null(ready)) {
+      ready <<- backend_available()
+    }
+    ready
+  }
+})
+
 skip_if_no_backend <- function() {
-  if (backend_available()) {
+  if (backend_ready()) {
     return(invisible(TRUE))
   }
   reason <- sprintf(

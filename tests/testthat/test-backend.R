@@ -50,6 +50,57 @@ test_that("backend_available() doesn't start Keras: use_backend() still works", 
   expect_identical(got$value, 2)
 })
 
+test_that("backend_available() never provisions Python: no uv run, no download", {
+  skip_if_no_callr()
+  skip_on_os("windows") # its fake uv is a shell script
+  home <- withr::local_tempdir()
+  calls <- file.path(home, "provisioning.log")
+  fake_uv <- file.path(home, "uv")
+  writeLines(c("#!/bin/sh", sprintf("echo uv \"$@\" >> '%s'", calls), "exit 1"), fake_uv)
+  Sys.chmod(fake_uv, "755")
+  got <- callr::r(
+    function(calls) {
+      Sys.unsetenv(c("RETICULATE_PYTHON", "VIRTUAL_ENV", "KERAS_BACKEND"))
+      fake_download <- function(url, ...) {
+        cat("download.file", url, "\n", file = calls, append = TRUE)
+        stop("no downloads in this test")
+      }
+      # utils' bindings, and reticulate's (it imports download.file).
+      for (env in list(
+        asNamespace("utils"),
+        as.environment("package:utils"),
+        parent.env(asNamespace("reticulate"))
+      )) {
+        unlockBinding("download.file", env)
+        assign("download.file", fake_download, envir = env)
+      }
+      setwd(tempdir())
+      library(customgrad)
+      started <- Sys.time()
+      available <- c(backend_available(), backend_available("jax"))
+      list(
+        available = available,
+        seconds = as.numeric(Sys.time() - started, units = "secs"),
+        python_started = reticulate::py_available(initialize = FALSE)
+      )
+    },
+    args = list(calls = calls),
+    libpath = .libPaths(),
+    env = c(
+      callr::rcmd_safe_env(),
+      HOME = home,
+      R_USER_DATA_DIR = home,
+      R_USER_CACHE_DIR = home,
+      WORKON_HOME = home,
+      RETICULATE_UV = fake_uv
+    )
+  )
+  expect_identical(got$available, c(FALSE, FALSE))
+  expect_false(got$python_started)
+  expect_false(file.exists(calls))
+  expect_lt(got$seconds, 5)
+})
+
 test_that("keras3's use_backend() chooses the backend customgrad uses", {
   skip_if_no_backend()
   skip_if_no_callr()
