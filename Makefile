@@ -21,7 +21,7 @@ COVERAGE_BACKENDS := tensorflow
 #  - none yet.
 ALLOWED_NOTES :=
 
-.PHONY: setup demo distributed-demo test platforms test-keras-previous check lint coverage site site-check bench soak pythons clean
+.PHONY: setup demo distributed-demo test platforms test-keras-previous check cran-check lint coverage site site-check bench soak pythons clean
 
 setup: $(SETUP)/docs.stamp
 
@@ -41,7 +41,8 @@ $(SETUP)/python.stamp: $(SETUP)/system.stamp tools/setup-python.sh tools/python-
 # The package again, from a tarball with its vignettes built (they run
 # customgrad, so they need the Python environment above), so that
 # vignette("custom-gradients") works after `make demo`.
-$(SETUP)/docs.stamp: $(SETUP)/package.stamp $(SETUP)/python.stamp $(wildcard vignettes/*.Rmd)
+$(SETUP)/docs.stamp: $(SETUP)/package.stamp $(SETUP)/python.stamp $(wildcard vignettes/*.Rmd) \
+		$(shell find tests/testthat -type f -not -path '*/__pycache__/*' 2>/dev/null)
 	rm -rf $(SETUP)/build && mkdir -p $(SETUP)/build
 	cd $(SETUP)/build && R CMD build --no-manual ../.. >../build.log 2>&1 || { cat ../build.log; exit 1; }
 	R CMD INSTALL --no-test-load $(SETUP)/build/customgrad_*.tar.gz >$(SETUP)/install.log 2>&1 || { cat $(SETUP)/install.log; exit 1; }
@@ -75,6 +76,13 @@ test-keras-previous: setup
 
 check: setup
 	Rscript tools/check.R $(ALLOWED_NOTES)
+
+# CRAN's view (issue 61): the release tarball, its vignettes built above,
+# checked with no Python chosen, no network and a fresh HOME
+# (tools/cran-check.R): everything skips, and nothing is downloaded.
+cran-check: setup
+	env -u RETICULATE_PYTHON -u CI -u NOT_CRAN -u KERAS_BACKEND \
+		Rscript tools/cran-check.R $(wildcard $(SETUP)/build/customgrad_*.tar.gz) $(ALLOWED_NOTES)
 
 # The documentation site in docs/ (not committed): pkgdown builds it with the
 # articles run on TensorFlow (tools/build-site.R), then headless Chromium

@@ -77,6 +77,8 @@ test_that("with no Python to use, reticulate provisions one; when it can't, the 
 })
 
 test_that("customgrad asks py_require() for nothing beyond keras3's packages, on any backend, CPU or GPU", {
+  # Twelve R processes, 18 s: too long for a check on CRAN.
+  skip_on_cran()
   skip_if_no_callr()
   requirements <- function(attach_customgrad, backend, gpu) {
     callr::r(
