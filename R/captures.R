@@ -303,7 +303,7 @@ changed_capture <- function(captured) {
 # f reads are bindings of their own).
 is_field_env <- function(x) {
   is.environment(x) &&
-    !inherits(x, "python.builtin.object") &&
+    !reticulate::is_py_object(x) &&
     !identical(x, globalenv()) &&
     !is_package_env(x)
 }
@@ -311,8 +311,8 @@ is_field_env <- function(x) {
 # Whether `a` and `b` are R handles of one Python object (reticulate makes
 # a new handle each time one is fetched, `model$weights[[1]]`).
 same_python_object <- function(a, b) {
-  inherits(a, "python.builtin.object") &&
-    inherits(b, "python.builtin.object") &&
+  reticulate::is_py_object(a) &&
+    reticulate::is_py_object(b) &&
     identical(reticulate::py_id(a), reticulate::py_id(b))
 }
 

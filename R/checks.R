@@ -9,7 +9,7 @@
 # "a float32 tensor of shape (2, 3)" for a tensor of any backend (Keras'
 # symbolic ones too); cli's words ("an integer vector", "NULL") otherwise.
 describe_object <- function(x) {
-  if (inherits(x, "python.builtin.object")) {
+  if (reticulate::is_py_object(x)) {
     tensor <- tryCatch(
       sprintf(
         "a %s tensor of shape (%s)",
@@ -273,7 +273,7 @@ check_custom_gradient_result <- function(
   call = rlang::caller_env()
 ) {
   is_pair <- is.list(x) &&
-    !inherits(x, "python.builtin.object") &&
+    !reticulate::is_py_object(x) &&
     length(x) == 2L
   if (!is_pair) {
     abort_customgrad(
@@ -313,7 +313,7 @@ check_custom_gradient_result <- function(
 # Whether f's value holds something to differentiate: a tensor, or R
 # numbers, possibly in (nested) lists; not NULL, strings or nothing.
 holds_value <- function(x) {
-  if (inherits(x, "python.builtin.object")) {
+  if (reticulate::is_py_object(x)) {
     return(TRUE)
   }
   if (is.list(x)) {

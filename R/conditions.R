@@ -138,7 +138,7 @@ note_error <- function(cnd) {
     return()
   }
   classes <- setdiff(class(cnd), generic_condition_classes)
-  if (length(classes) > 0L && !inherits(cnd, "python.builtin.object")) {
+  if (length(classes) > 0L && !reticulate::is_py_object(cnd)) {
     try(import_submodule("errors")$note_r_condition(classes), silent = TRUE)
   }
 }
@@ -188,7 +188,7 @@ with_python_errors <- function(expr, call = rlang::caller_env()) {
     # Python's (an R condition given a backend's classes is R's).
     if (
       inherits(cnd, "python.builtin.BaseException") &&
-        inherits(cnd, "python.builtin.object")
+        reticulate::is_py_object(cnd)
     ) {
       rethrow_python_error(cnd, call)
     }
@@ -282,7 +282,7 @@ conditionCall.customgrad_error <- function(c) {
 
 is_python_error <- function(cnd) {
   inherits(cnd, "python.builtin.BaseException") &&
-    inherits(cnd, "python.builtin.object")
+    reticulate::is_py_object(cnd)
 }
 
 # The R condition that customgrad's own calls signal for the Python

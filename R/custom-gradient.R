@@ -678,7 +678,7 @@ run_grad <- function(handle, upstream, variables = NULL) {
 # How grad wants to be called, read from its formals. A Python callable
 # (not reticulate's wrapper of an R function) is called grad(upstream).
 grad_convention <- function(grad, call = NULL) {
-  if (inherits(grad, "python.builtin.object")) {
+  if (reticulate::is_py_object(grad)) {
     return(list(inputs = FALSE, named = FALSE, variables = FALSE))
   }
   fmls <- names(if (is.primitive(grad)) formals(args(grad)) else formals(grad))

@@ -260,7 +260,7 @@ gradcheck_wrt <- function(wrt, args, labels, call = rlang::caller_env()) {
 }
 
 is_number_tree <- function(x) {
-  if (inherits(x, "python.builtin.object")) {
+  if (reticulate::is_py_object(x)) {
     return(TRUE)
   }
   if (is.list(x)) {
@@ -274,7 +274,7 @@ is_number_tree <- function(x) {
 gradcheck_leaves <- function(inputs, labels) {
   rows <- list()
   walk <- function(x, input, path) {
-    if (is.list(x) && !inherits(x, "python.builtin.object")) {
+    if (is.list(x) && !reticulate::is_py_object(x)) {
       nms <- names(x)
       for (i in seq_along(x)) {
         named <- !is.null(nms) && nzchar(nms[[i]])

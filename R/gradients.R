@@ -466,7 +466,7 @@ abort_wrt_missing <- function(wrt, n, call) {
 }
 
 is_tensor_tree <- function(x) {
-  if (inherits(x, "python.builtin.object")) {
+  if (reticulate::is_py_object(x)) {
     return(TRUE)
   }
   if (is.list(x)) {
@@ -482,7 +482,7 @@ argument_label <- function(args, i) {
 }
 
 has_one_element <- function(x) {
-  if (!inherits(x, "python.builtin.object")) {
+  if (!reticulate::is_py_object(x)) {
     return(FALSE)
   }
   d <- tryCatch(tensor_shape(x), error = function(cnd) NULL)

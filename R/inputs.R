@@ -28,7 +28,7 @@ as_input <- function(
   differentiable = FALSE,
   nested = FALSE
 ) {
-  if (inherits(x, "python.builtin.object")) {
+  if (reticulate::is_py_object(x)) {
     return(x)
   }
   if ((is.double(x) || is.integer(x) || is.logical(x)) && !is.object(x)) {
@@ -152,7 +152,7 @@ restore_statics <- function(inputs, statics) {
       }
       return(get(key, envir = statics))
     }
-    if (is.list(x) && !inherits(x, "python.builtin.object")) {
+    if (is.list(x) && !reticulate::is_py_object(x)) {
       return(restore_statics(x, statics))
     }
     x

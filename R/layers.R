@@ -175,7 +175,7 @@ new_custom_gradient_layer <- function(
 # wrapper of its Python callable (an argument of a keras3 Model subclass's
 # initialize(), say): it is used as it is.
 is_custom_gradient_callable <- function(f) {
-  inherits(f, "python.builtin.object") && reticulate::py_has_attr(f, "core")
+  reticulate::is_py_object(f) && reticulate::py_has_attr(f, "core")
 }
 
 # The name a saved layer finds its function by: the variable the user

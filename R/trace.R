@@ -71,7 +71,7 @@ reply_trace_failed_on_error <- function(expr) {
     if (
       inherits(cnd, "customgrad_error") ||
         is_time_limit(cnd) ||
-        !inherits(cnd, "python.builtin.object") &&
+        !reticulate::is_py_object(cnd) &&
           length(setdiff(class(cnd), generic_condition_classes)) > 0L
     ) {
       stop(cnd)
