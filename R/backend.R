@@ -58,7 +58,9 @@ python_installed <- function() {
     return(TRUE)
   }
   config <- python_choice()
-  !is.null(config) && !identical(config$python, "managed") && file.exists(config$python)
+  !is.null(config) &&
+    !identical(config$python, "managed") &&
+    file.exists(config$python)
 }
 
 # Whether Python can import `module`, without importing it

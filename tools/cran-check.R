@@ -11,8 +11,10 @@ args <- commandArgs(trailingOnly = TRUE)
 tarball <- normalizePath(args[[1]])
 allowed <- args[-1]
 stopifnot(
-  "run through `make cran-check`: RETICULATE_PYTHON must be unset" =
-    is.na(Sys.getenv("RETICULATE_PYTHON", NA))
+  "run through `make cran-check`: RETICULATE_PYTHON must be unset" = is.na(Sys.getenv(
+    "RETICULATE_PYTHON",
+    NA
+  ))
 )
 
 home <- tempfile("cran-home-")
@@ -62,7 +64,10 @@ test_seconds <- if (length(timing)) {
 }
 summary_line <- regmatches(
   result$test_output$testthat,
-  regexpr("\\[ FAIL [0-9]+ \\| WARN [0-9]+ \\| SKIP [0-9]+ \\| PASS [0-9]+ \\]", result$test_output$testthat)
+  regexpr(
+    "\\[ FAIL [0-9]+ \\| WARN [0-9]+ \\| SKIP [0-9]+ \\| PASS [0-9]+ \\]",
+    result$test_output$testthat
+  )
 )
 skipped <- as.integer(sub(".*SKIP ([0-9]+).*", "\\1", summary_line))
 uv_calls <- if (file.exists(uv_log)) readLines(uv_log) else character()

@@ -109,7 +109,9 @@ host_steps <- list(
       fit(model, fit_x, fit_y, epochs = 1, batch_size = 1, verbose = 0)
     }
   },
-  "host-predict" = function(i) predict(model, fit_x[1:8, , drop = FALSE], verbose = 0)
+  "host-predict" = function(i) {
+    predict(model, fit_x[1:8, , drop = FALSE], verbose = 0)
+  }
 )
 for (route in names(host_steps)) {
   step <- host_steps[[route]]

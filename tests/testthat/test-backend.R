@@ -56,7 +56,10 @@ test_that("backend_available() never provisions Python: no uv run, no download",
   home <- withr::local_tempdir()
   calls <- file.path(home, "provisioning.log")
   fake_uv <- file.path(home, "uv")
-  writeLines(c("#!/bin/sh", sprintf("echo uv \"$@\" >> '%s'", calls), "exit 1"), fake_uv)
+  writeLines(
+    c("#!/bin/sh", sprintf("echo uv \"$@\" >> '%s'", calls), "exit 1"),
+    fake_uv
+  )
   Sys.chmod(fake_uv, "755")
   got <- callr::r(
     function(calls) {

@@ -135,10 +135,18 @@ test_that("a customgrad error keeps its class through the R functions keras3 han
     class = "customgrad_error_grad_shape"
   )
   expect_match(conditionMessage(err), message)
-  expect_match(conditionMessage(err), "has shape (7); the input has shape (2)", fixed = TRUE)
+  expect_match(
+    conditionMessage(err),
+    "has shape (7); the input has shape (2)",
+    fixed = TRUE
+  )
   lambda <- layer_lambda(f = \(x) grad_sum(x))
   err <- expect_error(lambda(x), class = "customgrad_error_grad_shape")
-  expect_match(conditionMessage(err), "the input has shape (3, 2)", fixed = TRUE)
+  expect_match(
+    conditionMessage(err),
+    "the input has shape (3, 2)",
+    fixed = TRUE
+  )
 })
 
 test_that("a customgrad error from a Python function called in R names that call, for rlang and base R alike", {

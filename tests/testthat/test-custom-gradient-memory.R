@@ -117,7 +117,10 @@ test_that("calls that R runs make no R symbols, which R keeps for good", {
   # Each forward that runs R registers its grad under a new handle; kept by
   # name in an environment, each handle was a new symbol (3 R objects a call,
   # never freed).
-  h <- op_custom_gradient(\(x) tuple(x * 2, \(upstream) upstream * 2), trace = FALSE)
+  h <- op_custom_gradient(
+    \(x) tuple(x * 2, \(upstream) upstream * 2),
+    trace = FALSE
+  )
   x <- op_convert_to_tensor(c(1, 2), "float32")
   g <- op_grad(\(x) op_sum(h(x)))
   for (i in 1:20) {

@@ -48,6 +48,10 @@ test_that("exporting a model that computes in R is refused, saying why", {
     model$export(withr::local_tempfile()),
     class = "customgrad_error_thread"
   )
-  expect_match(conditionMessage(err), "an exported computation can't call R", fixed = TRUE)
+  expect_match(
+    conditionMessage(err),
+    "an exported computation can't call R",
+    fixed = TRUE
+  )
   expect_match(conditionMessage(err), "save_model()", fixed = TRUE)
 })
