@@ -15,9 +15,10 @@
 #' one with what keras3 and customgrad declare ([reticulate::py_require()]),
 #' and until then `backend_available()` is `FALSE`. It never downloads
 #' anything, so it suits `if ()` guards, examples, vignettes and checks on
-#' machines with no Python or no network. It may start the Python it
-#' finds, but imports neither Keras nor a backend: choosing the backend
-#' with [keras3::use_backend()] afterwards still works.
+#' machines with no Python or no network. It does not start Python (it
+#' asks the Python it finds in a process of its own) and imports neither
+#' Keras nor a backend: choosing the backend with [keras3::use_backend()]
+#' afterwards still works.
 #'
 #' @param backend A backend name; by default the one chosen with
 #'   [keras3::use_backend()] (or the `KERAS_BACKEND` environment variable).
@@ -41,26 +42,36 @@ backend_available <- function(backend = backend_name()) {
   if (!is.null(active)) {
     return(identical(active, backend))
   }
+  modules <- c("keras", backend_module(backend))
   tryCatch(
-    python_installed() &&
-      reticulate::py_available(initialize = TRUE) &&
-      py_module_installed("keras") &&
-      py_module_installed(backend_module(backend)),
+    if (reticulate::py_available(initialize = FALSE)) {
+      all(vapply(modules, py_module_installed, TRUE))
+    } else {
+      modules_installed_in(python_choice(), modules)
+    },
     error = function(cnd) FALSE
   )
 }
 
-# Whether Python runs in this session or reticulate would start one that
-# exists, not one it would provision (python_choice() is NULL or
-# "managed" for that), so asking downloads nothing.
-python_installed <- function() {
-  if (reticulate::py_available(initialize = FALSE)) {
-    return(TRUE)
+# Whether the Python reticulate would start (`config`, see python_choice())
+# has `modules`, asked of it in a process of its own: starting it here
+# would run reticulate's check of a virtual environment's packages, which
+# has uv resolve them against the package index. FALSE for the Python
+# reticulate would provision (no configuration, or "managed"), so asking
+# downloads nothing.
+modules_installed_in <- function(config, modules) {
+  python <- config$python
+  if (is.null(python) || identical(python, "managed") || !file.exists(python)) {
+    return(FALSE)
   }
-  config <- python_choice()
-  !is.null(config) &&
-    !identical(config$python, "managed") &&
-    file.exists(config$python)
+  code <- sprintf(
+    "import importlib.util as u; print(all(u.find_spec(m) for m in [%s]))",
+    paste0("'", modules, "'", collapse = ", ")
+  )
+  out <- suppressWarnings(
+    system2(python, c("-c", shQuote(code)), stdout = TRUE, stderr = FALSE)
+  )
+  identical(out, "True")
 }
 
 # Whether Python can import `module`, without importing it
