@@ -104,6 +104,42 @@ test_that("backend_available() never provisions Python: no uv run, no download",
   expect_lt(got$seconds, 5)
 })
 
+test_that("backend_available() asks an installed Python without starting it: no uv run", {
+  skip_if_no_backend()
+  skip_if_no_callr()
+  skip_on_os("windows") # its fake uv is a shell script
+  home <- withr::local_tempdir()
+  calls <- file.path(home, "uv.log")
+  fake_uv <- file.path(home, "uv")
+  writeLines(
+    c("#!/bin/sh", sprintf("echo \"$@\" >> '%s'", calls), "exit 1"),
+    fake_uv
+  )
+  Sys.chmod(fake_uv, "755")
+  # A virtual environment: starting it, reticulate would have uv check its
+  # packages against the index.
+  python <- local_python_env(file.path(home, "env"))
+  got <- callr::r(
+    function() {
+      library(customgrad)
+      list(
+        available = backend_available("jax"),
+        python_started = reticulate::py_available(initialize = FALSE)
+      )
+    },
+    libpath = .libPaths(),
+    env = c(
+      callr::rcmd_safe_env(),
+      HOME = home,
+      RETICULATE_PYTHON = python,
+      RETICULATE_UV = fake_uv
+    )
+  )
+  expect_true(got$available)
+  expect_false(got$python_started)
+  expect_false(file.exists(calls))
+})
+
 test_that("keras3's use_backend() chooses the backend customgrad uses", {
   skip_if_no_backend()
   skip_if_no_callr()
