@@ -1,8 +1,3 @@
-test_that("R's forward reply names its fields", {
-  reply <- customgrad:::forward_reply(value = 1, grad = 2)
-  expect_identical(reply, list(value = 1, grad = 2))
-})
-
 test_that("Python reads R's forward reply by name", {
   skip_if_no_backend()
   customgrad:::customgrad_py()
