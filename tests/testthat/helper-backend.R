@@ -38,3 +38,17 @@ skip_unless_backend <- function(backend) {
 skip_if_no_callr <- function() {
   testthat::skip_if_not_installed("callr")
 }
+
+# A stand-in for reticulate's uv (RETICULATE_UV) in `dir` that only writes
+# its arguments to the file `calls` and fails: a test that finds `calls`
+# knows something tried to provision Python. A shell script, so not on
+# Windows. Returns its path.
+local_fake_uv <- function(dir, calls) {
+  uv <- file.path(dir, "uv")
+  writeLines(
+    c("#!/bin/sh", sprintf("echo uv \"$@\" >> '%s'", calls), "exit 1"),
+    uv
+  )
+  Sys.chmod(uv, "755")
+  uv
+}

@@ -54,13 +54,8 @@ test_that("backend_available() never provisions Python: no uv run, no download",
   skip_if_no_callr()
   skip_on_os("windows") # its fake uv is a shell script
   home <- withr::local_tempdir()
-  calls <- file.path(home, "provisioning.log")
-  fake_uv <- file.path(home, "uv")
-  writeLines(
-    c("#!/bin/sh", sprintf("echo uv \"$@\" >> '%s'", calls), "exit 1"),
-    fake_uv
-  )
-  Sys.chmod(fake_uv, "755")
+  calls <- file.path(home, "uv.log")
+  fake_uv <- local_fake_uv(home, calls)
   got <- callr::r(
     function(calls) {
       Sys.unsetenv(c("RETICULATE_PYTHON", "VIRTUAL_ENV", "KERAS_BACKEND"))
@@ -110,12 +105,7 @@ test_that("backend_available() asks an installed Python without starting it: no 
   skip_on_os("windows") # its fake uv is a shell script
   home <- withr::local_tempdir()
   calls <- file.path(home, "uv.log")
-  fake_uv <- file.path(home, "uv")
-  writeLines(
-    c("#!/bin/sh", sprintf("echo \"$@\" >> '%s'", calls), "exit 1"),
-    fake_uv
-  )
-  Sys.chmod(fake_uv, "755")
+  fake_uv <- local_fake_uv(home, calls)
   # A virtual environment: starting it, reticulate would have uv check its
   # packages against the index.
   python <- local_python_env(file.path(home, "env"))
