@@ -21,8 +21,13 @@ py_gc <- reticulate::import("gc", convert = FALSE)
 # reachable one, preserved ones included), Python's objects tracked by its
 # collector, and customgrad's grad callbacks waiting for a backward pass.
 measure <- function() {
-  # Python's collection first: the grad callbacks it drops are released in
-  # R by customgrad's own collection (otherwise at the next call into R).
+  # R's collection first: it drops R's references to the tensors R's
+  # callbacks made (torch's graph of a step is freed with them). Then
+  # Python's: the grad callbacks it drops are released in R by customgrad's
+  # own collection (otherwise at the next call into R). In the other order
+  # torch's last steps of fit() counted as kept grads (24, run of
+  # 2026-12-02) that the next R collection releases.
+  gc()
   py_gc$collect()
   customgrad:::collect_garbage()
   gc()
