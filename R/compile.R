@@ -76,7 +76,7 @@ call_compiled <- function(state, args, call) {
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     # Made on first call: defining the function does not start Python.
-    fn <- state$py <- autodiff_py()$compile_function(
+    fn <- state$py <- customgrad_py()$compile_function(
       traced_function(state, compiled_forward, "op_compile")
     )
   }

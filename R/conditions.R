@@ -301,7 +301,7 @@ condition_of_python_error <- function(cnd) {
 # The function the user called, from the R trace that reticulate keeps
 # with a Python exception: the first call of a keras3 or customgrad
 # function, or else the call that entered Python (`keras$ops$jvp(...)`, a
-# Python function called from R, is what called py_call_impl()).
+# Python function called from R, is what called reticulate's first frame).
 user_call_in_trace <- function(cnd) {
   trace <- tryCatch(cnd$trace, error = function(e) NULL)
   if (!inherits(trace, "rlang_trace")) {
@@ -311,13 +311,9 @@ user_call_in_trace <- function(cnd) {
   if (length(entry) > 0L) {
     return(trace$call[[entry[[1]]]])
   }
-  into_python <- which(vapply(trace$call, is_call_to_python, TRUE))
+  into_python <- which(trace$namespace %in% "reticulate")
   caller <- if (length(into_python) > 0L) trace$parent[[into_python[[1]]]]
   if (is.null(caller) || caller == 0L) NULL else trace$call[[caller]]
-}
-
-is_call_to_python <- function(call) {
-  rlang::is_call(call, c("py_call_impl", "py_call"))
 }
 
 # The message for an error customgrad's Python module raised, from its
@@ -650,11 +646,10 @@ with_backend_classes <- function(cnd) {
   cnd
 }
 
-# Whether R runs inside a call from Python (reticulate's callback frame,
-# `call_r_function()`, however it is named).
+# Whether R runs inside a call from Python, asked of Python (see
+# errors.called_from_python()).
 inside_python_callback <- function() {
-  heads <- vapply(sys.calls(), function(call) deparse(call[[1]])[[1]], "")
-  any(endsWith(heads, "call_r_function"))
+  isTRUE(the$py_ready) && import_submodule("errors")$called_from_python()
 }
 
 # A customgrad error's fields are R's, also when it carries a backend's

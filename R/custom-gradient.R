@@ -624,24 +624,6 @@ as_f_result <- function(result, call = NULL) {
   check_custom_gradient_result(result, call = call)
 }
 
-# The R function inside reticulate's Python wrapper of it (rpytools.call's
-# python_function keeps it in its closure), else `x` as it is.
-r_function_in <- function(x) {
-  if (!inherits(x, "python.builtin.function")) {
-    return(x)
-  }
-  fn <- tryCatch(
-    {
-      module <- reticulate::py_to_r(reticulate::py_get_attr(x, "__module__"))
-      cells <- reticulate::py_get_attr(x, "__closure__")
-      if (identical(module, "rpytools.call")) {
-        reticulate::py_to_r(reticulate::py_get_item(cells, 0L)$cell_contents)
-      }
-    },
-    error = function(cnd) NULL
-  )
-  if (is.function(fn)) fn else x
-}
 
 # grad callbacks wait here, by handle, for Python's backward pass: one R
 # callback (run_grad) serves them all, so a forward call does not make a

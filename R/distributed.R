@@ -124,7 +124,7 @@ arrange_distributed <- function(backend, settings, call = rlang::caller_env()) {
   }
   ensure_python_modules(call, backend)
   add_python_path()
-  distributed <- import_submodule("_distributed")
+  customgrad <- import_submodule()
   joins <- settings$num_processes > 1
   if (joins) {
     cli::cli_inform(c(
@@ -133,7 +133,7 @@ arrange_distributed <- function(backend, settings, call = rlang::caller_env()) {
   }
   tryCatch(
     {
-      rlang::exec(distributed$arrange, backend, !!!settings)
+      rlang::exec(customgrad$arrange, backend, !!!settings)
       if (joins && identical(backend, "jax")) {
         # The import runs the join (see _distributed.py), and keras3's
         # import hooks start Keras after it.

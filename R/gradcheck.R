@@ -104,8 +104,8 @@ gradcheck <- function(
   labels <- gradcheck_labels(f, args)
   wrt <- gradcheck_wrt(wrt, args, labels)
 
-  previous <- autodiff_py()$enable_float64()
-  on.exit(autodiff_py()$restore_float64(previous), add = TRUE)
+  previous <- customgrad_py()$enable_float64()
+  on.exit(customgrad_py()$restore_float64(previous), add = TRUE)
   call <- rlang::current_env()
   inputs <- lapply(wrt, function(i) {
     what <- paste0("Input `", labels[[i]], "`")
@@ -132,7 +132,7 @@ gradcheck <- function(
   progress <- gradcheck_progress(sum(leaves$elements), environment())
   out <- with_python_errors(
     reticulate::py_call(
-      gradcheck_py()$gradcheck,
+      customgrad_py()$gradcheck,
       callback,
       unname(inputs),
       eps,
@@ -195,11 +195,6 @@ print.customgrad_gradcheck <- function(x, ...) {
     ))
   }
   invisible(x)
-}
-
-# customgrad's Python module for gradient checks (_gradcheck.py).
-gradcheck_py <- function() {
-  customgrad_py("_gradcheck")
 }
 
 # "x", "p" for inputs matched to f's arguments; "..3" otherwise.

@@ -202,7 +202,7 @@ call_grad_transform <- function(state, args, call) {
     if (!isFALSE(state$trace)) {
       state$captured <- captured_bindings(state$f)
     }
-    fn <- state$py <- autodiff_py()$value_and_grad(
+    fn <- state$py <- customgrad_py()$value_and_grad(
       state$traced,
       positions = as.list(state$wrt),
       wrt = as.list(state$wrt - 1L),
@@ -302,7 +302,7 @@ without_names_marker <- function(inputs, state) {
 # arguments; `kind` names the transform in the one-time fallback message.
 traced_function <- function(state, forward, kind) {
   callbacks <- trace_callbacks(transform_what(state, kind), kind)
-  customgrad_py("_traced_function")$TracedFunction(
+  customgrad_py()$TracedFunction(
     state_callback(state, forward),
     trace = state$trace,
     notify = callbacks$notify,
@@ -336,12 +336,6 @@ trace_callbacks <- function(what, kind) {
 }
 
 # --- Shared by op_grad(), gradcheck() and op_compile() ----------------------
-
-# customgrad's Python module for gradients
-# (inst/python/customgrad/_autodiff.py).
-autodiff_py <- function() {
-  customgrad_py("_autodiff")
-}
 
 # A function with f's arguments whose body calls `fun(state, args, call)`,
 # after the collection deferred, if any: run from here, before `fun`'s

@@ -138,7 +138,7 @@ missing_input <- function() {
 
 #' @rawNamespace S3method(reticulate::r_to_py, customgrad_static)
 r_to_py.customgrad_static <- function(x, convert = FALSE) {
-  customgrad_py("_structure")$Static(x$key)
+  customgrad_py()$Static(x$key)
 }
 
 # f's inputs from Python, with the values of non-tensor arguments back in

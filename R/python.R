@@ -16,8 +16,8 @@ register_python_module <- function() {
   )
 }
 
-# The one accessor for customgrad's Python handles: the module, or one of
-# its submodules (`customgrad_py("_autodiff")`), ready to use. The first
+# The one accessor for customgrad's Python handles: the package, or one of
+# its public modules (`customgrad_py("layers")`), ready to use. The first
 # call checks Python (and starts it), registers R's callbacks and notes
 # Keras' backend; every call checks that a backend chosen since (with
 # KERAS_BACKEND) is the same. Made functions keep their handles and skip
@@ -28,7 +28,7 @@ customgrad_py <- function(submodule = NULL, call = rlang::caller_env()) {
     add_python_path()
     the$backend <- keras_backend_in_python()
     set_collector()
-    import_submodule("_bridge")$set_grad_runner(r_callback(run_grad))
+    the$py_module$set_grad_runner(r_callback(run_grad))
     the$py_ready <- TRUE
   }
   ensure_backend_unchanged(call)
@@ -44,11 +44,16 @@ add_python_path <- function() {
   }
 }
 
-import_submodule <- function(name, convert = TRUE) {
-  key <- paste0(name, if (!convert) ":noconvert")
+# customgrad's Python package, or one of its public modules ("errors",
+# "layers"), imported once per conversion. R calls the package's names
+# listed in its R_INTERFACE (inst/python/customgrad/__init__.py), never a
+# private module's.
+import_submodule <- function(name = NULL, convert = TRUE) {
+  module <- paste(c("customgrad", name), collapse = ".")
+  key <- paste0(module, if (!convert) ":noconvert")
   py <- the$submodules[[key]]
   if (is.null(py)) {
-    py <- reticulate::import(paste0("customgrad.", name), convert = convert)
+    py <- reticulate::import(module, convert = convert)
     assign(key, py, envir = the$submodules)
   }
   py
@@ -267,7 +272,7 @@ state_callback <- function(state, fn) {
 # `full`: the minor collection before it kept too much (_memory.py).
 collect_garbage <- function(full = FALSE) {
   if (isTRUE(the$py_ready)) {
-    release_grads(import_submodule("_bridge")$take_released())
+    release_grads(the$py_module$take_released())
   }
   gc(full = full, verbose = gcinfo(NA)) # reported when gcinfo(TRUE) is on
   invisible(NULL)
@@ -278,7 +283,7 @@ collect_garbage <- function(full = FALSE) {
 set_collector <- function(
   threshold_mb = getOption("customgrad.gc_threshold_mb", 64)
 ) {
-  import_submodule("_memory", convert = FALSE)$set_collector(
+  import_submodule(convert = FALSE)$set_collector(
     r_callback(collect_garbage),
     threshold_mb * 2^20,
     r_callback(defer_collection)
@@ -299,7 +304,7 @@ defer_collection <- function() {
 collect_if_deferred <- function() {
   if (isTRUE(the$collection_deferred)) {
     the$collection_deferred <- FALSE
-    import_submodule("_memory", convert = FALSE)$collect_deferred()
+    import_submodule(convert = FALSE)$collect_deferred()
   }
   invisible(NULL)
 }

@@ -37,7 +37,7 @@ abort_if_stack_low <- function() {
     return(invisible())
   }
   depth <- tryCatch(
-    reticulate::py_to_r(import_submodule("_trace")$`_depth`)[[1]],
+    the$py_module$nesting_depth(),
     error = function(cnd) NA
   )
   abort_customgrad(
@@ -80,14 +80,18 @@ reply_trace_failed_on_error <- function(expr) {
   })
 }
 
-# A condition's message without the line reticulate adds to a Python
-# error's: the fallback message is printed once, later, when
+# A condition's message; a Python error's as Python writes it, without the
+# line reticulate adds: the fallback message is printed once, later, when
 # `py_last_error()` may tell of another error.
 fallback_reason <- function(cnd) {
-  sub(
-    "\\s*Run `reticulate::py_last_error\\(\\)` for details\\.\\s*$",
-    "",
-    conditionMessage(cnd)
+  if (!reticulate::is_py_object(cnd)) {
+    return(conditionMessage(cnd))
+  }
+  type <- reticulate::py_get_attr(cnd, "__class__")
+  paste0(
+    reticulate::py_to_r(reticulate::py_get_attr(type, "__name__")),
+    ": ",
+    reticulate::py_str(cnd)
   )
 }
 

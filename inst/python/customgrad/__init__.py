@@ -27,7 +27,38 @@ from customgrad.errors import (
     r_condition_fields,
 )
 
+# What the R package calls, by the module that holds it: R uses these
+# names only, never a private module's. They are imported at first use
+# (see __getattr__): importing customgrad must not import Keras, as
+# use_distributed() arranges processes before Keras starts.
+R_INTERFACE = {
+    "value_and_grad": "_autodiff",
+    "compile_function": "_autodiff",
+    "enable_float64": "_autodiff",
+    "restore_float64": "_autodiff",
+    "gradcheck": "_gradcheck",
+    "TracedFunction": "_traced_function",
+    "Static": "_structure",
+    "set_grad_runner": "_bridge",
+    "take_released": "_bridge",
+    "set_collector": "_memory",
+    "collect_deferred": "_memory",
+    "nesting_depth": "_trace",
+    "arrange": "_distributed",
+}
+
+
+def __getattr__(name):
+    module = R_INTERFACE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'customgrad' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module("customgrad." + module), name)
+
+
 __all__ = [
+    *R_INTERFACE,
     "CustomGradError",
     "GradientCountError",
     "GradientShapeError",

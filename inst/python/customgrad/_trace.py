@@ -77,6 +77,11 @@ class _Nested:
 nested_call = _Nested()
 
 
+def nesting_depth():
+    """How many calls that run R are nested now (R's recursion error)."""
+    return _depth[0]
+
+
 # Seed generators' draws and variables' reads seen on this thread while R
 # traces (see replay_safe).
 _seen = threading.local()

@@ -120,7 +120,7 @@ class TracedFunction(_trace.TraceCache):
         except _messages.TraceFailed as exc:
             entry = str(exc)
         except Exception as exc:  # noqa: BLE001 - decided below
-            if is_recursion(exc) and _trace._depth[0] == 0:
+            if is_recursion(exc) and _trace.nesting_depth() == 0:
                 # f called gradients of itself, or of functions that call R
                 # on symbolic tensors, until R's stack ran low: R running f
                 # at every call goes only as deep as the values need.

@@ -13,6 +13,8 @@ the R side finds either kind in an exception's cause/context chain with
 :func:`find_error` and signals the R condition again.
 """
 
+import sys
+
 
 _r_class_bases = {}
 
@@ -398,3 +400,10 @@ class DistributedStartedError(CustomGradError, r_class_base("customgrad_error_di
     arrange its processes or devices."""
 
     template = "{backend} has started already; processes and devices must be arranged before it starts."
+
+
+def called_from_python():
+    """Whether R, which calls this, runs inside a call from Python: then the
+    Python code that called R is below this function's frame. A call that R
+    makes from its top level starts with no Python frame."""
+    return sys._getframe().f_back is not None

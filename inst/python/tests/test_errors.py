@@ -117,3 +117,11 @@ def test_customgrad_errors_carry_their_r_class_and_customgrad_error():
     }
     assert FunctionNotFoundError.r_class == "customgrad_error_load_function"
     assert CustomGradError.r_class == "customgrad_error"
+
+
+def test_called_from_python_is_true_under_a_python_caller():
+    from customgrad.errors import called_from_python
+
+    # pytest's frames are below this call, as Python's are below R's
+    # callback; a call R makes from its top level has none (test-conditions.R).
+    assert called_from_python()
