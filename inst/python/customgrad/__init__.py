@@ -14,6 +14,8 @@ everything that depends on R (formals, conditions, S3) lives in the R
 package.
 """
 
+import importlib
+
 from customgrad.errors import (
     CustomGradError,
     GradientCountError,
@@ -52,8 +54,6 @@ def __getattr__(name):
     module = R_INTERFACE.get(name)
     if module is None:
         raise AttributeError(f"module 'customgrad' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module("customgrad." + module), name)
 
 
