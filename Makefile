@@ -104,7 +104,10 @@ site: setup $(SETUP)/site.stamp
 	Rscript tools/build-site.R $(SETUP)/site/node_modules
 	$(MAKE) site-check
 
+# pkgdown's own check of _pkgdown.yml (every topic and article listed),
+# then the built site in a real browser.
 site-check:
+	Rscript -e 'pkgdown::check_pkgdown()'
 	/usr/bin/python3 tools/check-site.py docs
 
 $(SETUP)/site.stamp: $(SETUP)/system.stamp tools/site/package.json tools/site/package-lock.json

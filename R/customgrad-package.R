@@ -97,7 +97,7 @@
 #'   raised when the R code returns. Without it, an interrupt taken while
 #'   reticulate's C++ runs R skips the release of Python's lock: the
 #'   session hangs or crashes (the interrupt and `setTimeLimit()` tests in
-#'   `tests/testthat/test-custom-gradient-interrupts.R` show it). A thread
+#'   the package's `tests/soak`, run by `make soak`, show it). A thread
 #'   lets the hold go if the R code runs longer than half a second, so that
 #'   Esc or Ctrl+C stops a long `grad` as anywhere else in R. The thread
 #'   runs only while R code is called from a backend.

@@ -50,7 +50,8 @@ fake_device <- function() {
   customgrad:::customgrad_py() # customgrad's module on Python's path first
   module <- reticulate::import_from_path(
     "fake_device",
-    testthat::test_path(),
+    # tests/testthat, also from tests/soak
+    testthat::test_path("..", "testthat"),
     convert = FALSE
   )
   module$FakeDevice()

@@ -333,24 +333,3 @@ test_that("model$fit() on every backend runs R only while tracing", {
   expect_true(all(is.finite(loss)))
   expect_lt(loss[[3]], loss[[1]])
 })
-
-test_that("a time limit reached while tracing is not kept: the next call traces", {
-  skip_if_no_backend()
-  # Changed below: no trace held the old value, so it stops no replays
-  # (test-captures.R).
-  slow <- TRUE
-  h <- op_custom_gradient(function(x) {
-    if (slow) {
-      busy_past_time_limit(0.5)
-    }
-    tuple(x * 2, function(upstream) upstream * 2)
-  })
-  err <- error_at_time_limit(h(1))
-  expect_match(conditionMessage(err), "time limit")
-  slow <- FALSE
-  expect_no_message(value <- h(1))
-  expect_tensor(value, 2)
-  core <- environment(h)$.customgrad_state$py$core
-  expect_identical(reticulate::py_to_r(core$n_cached), 1L)
-  expect_tensor(op_grad(h)(1), 2)
-})

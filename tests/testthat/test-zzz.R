@@ -41,6 +41,5 @@ test_that("options(customgrad.freeze_imports = TRUE) freezes what Keras' import 
   frozen <- after_keras_start(list(customgrad.freeze_imports = TRUE))
   expect_true(frozen$registered)
   # Keras and its backend: most of what the collector would walk
-  expect_gt(frozen$frozen, 100000)
   expect_lt(frozen$tracked, frozen$frozen)
 })

@@ -3,9 +3,10 @@
 An error of customgrad's own carries its facts, not prose for R: the R
 condition class it becomes (``r_class``, also a base class, so that any
 call that returns it to R gives it that class) and named ``details`` (numbers,
-shapes, names). R writes the message from those (``R/conditions.R``), with
-cli bullets and the user's call; ``str()`` of the exception is a plain
-English version for Python callers (a model loaded in Python, the tests).
+shapes, names). R writes the message from those
+(``R/python-error-messages.R``), with cli bullets and the user's call;
+``str()`` of the exception is a plain English version for Python callers
+(a model loaded in Python, the tests).
 
 An R error raised in an R callback reaches Python as an exception that
 reticulate made from the condition (``r_class`` and the fields attached);

@@ -123,5 +123,5 @@ def test_called_from_python_is_true_under_a_python_caller():
     from customgrad.errors import called_from_python
 
     # pytest's frames are below this call, as Python's are below R's
-    # callback; a call R makes from its top level has none (test-conditions.R).
+    # callback; a call R makes from its top level has none (test-backend-errors.R).
     assert called_from_python()

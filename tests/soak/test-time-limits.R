@@ -1,7 +1,8 @@
-# Time limits while f, grad or fit() run: the error reaches the caller, the
-# session stays usable, the next gradient is right, and no half-recorded
-# trace is kept. (User interrupts, which need signals sent seconds apart,
-# are in tests/soak, run by `make soak`.)
+# Time limits (setTimeLimit()) while f, grad, a host op or fit() run: the
+# error reaches the caller, the session stays usable, the next gradient is
+# right, and no half-recorded trace is kept. Run by `make soak`
+# (tools/soak.R), not `make test`: each runs busy R code until a time limit
+# stops it, and the untraced and traced grads are stopped 20 times in a row.
 
 test_that("a time limit in an untraced grad is an error, 20 times out of 20, and the next gradient is right", {
   skip_if_no_backend()
@@ -130,4 +131,73 @@ test_that("a time limit in the middle of an eager fit(), R running at every step
   loss <- fit_losses(model, data, epochs = 3)
   expect_true(all(is.finite(loss)))
   expect_lt(loss[[3]], loss[[1]])
+})
+
+test_that("a time limit in R's host op during fit() stops it, and the model trains after", {
+  skip_if_no_backend()
+  # As Esc / Ctrl+C in R would (tests/soak sends real interrupts): the
+  # limit fires in R's besselK() inside Keras' compiled step (JAX, PyTorch)
+  # or its eager one (TensorFlow), at the second step.
+  calls <- 0
+  stall_at <- Inf
+  stalled <- op_custom_gradient(trace = FALSE, value_like = "x", function(x) {
+    calls <<- calls + 1
+    if (calls == stall_at) {
+      busy_past_time_limit()
+    }
+    xv <- as.array(x)
+    tuple(
+      op_convert_to_tensor(besselK(xv, 1.5), op_dtype(x)),
+      function(up) up * op_convert_to_tensor(dbessel_k(xv), op_dtype(x))
+    )
+  })
+  new_model <- function() {
+    model <- host_model(stalled)
+    model |>
+      compile(
+        optimizer = optimizer_adam(0.05),
+        loss = "mse",
+        run_eagerly = config_backend() == "tensorflow"
+      )
+  }
+  model <- new_model()
+  set.seed(1)
+  x <- matrix(runif(64, 0.5, 2), ncol = 1)
+  y <- besselK(1.3 * x, 1.5)
+  calls <- 0
+  stall_at <- 2
+  err <- error_at_time_limit(
+    fit(model, x, y, epochs = 1, batch_size = 32, verbose = 0)
+  )
+  expect_match(conditionMessage(err), "time limit", fixed = TRUE)
+  expect_equal(calls, 2)
+  if (config_backend() == "jax") {
+    # Keras' compiled JAX step is given the model's variables (donated
+    # buffers, Keras 3.15), which a failure inside the step deletes: that
+    # model can't train again, a new one can.
+    model <- new_model()
+  }
+  history <- fit(model, x, y, epochs = 5, batch_size = 32, verbose = 0)
+  expect_lt(history$metrics$loss[[5]], history$metrics$loss[[1]])
+})
+
+test_that("a time limit reached while tracing is not kept: the next call traces", {
+  skip_if_no_backend()
+  # Changed below: no trace held the old value, so it stops no replays
+  # (test-captures.R).
+  slow <- TRUE
+  h <- op_custom_gradient(function(x) {
+    if (slow) {
+      busy_past_time_limit(0.5)
+    }
+    tuple(x * 2, function(upstream) upstream * 2)
+  })
+  err <- error_at_time_limit(h(1))
+  expect_match(conditionMessage(err), "time limit")
+  slow <- FALSE
+  expect_no_message(value <- h(1))
+  expect_tensor(value, 2)
+  core <- environment(h)$.customgrad_state$py$core
+  expect_identical(reticulate::py_to_r(core$n_cached), 1L)
+  expect_tensor(op_grad(h)(1), 2)
 })
