@@ -1,5 +1,7 @@
 # The message R writes for each error class customgrad's Python module
-# raises, from the fields its exception carries.
+# raises, from the fields its exception carries; and the messages Python
+# writes (errors.WrittenInPython: loading a saved model, where R may not
+# be), shown as they are.
 
 # The message for an error customgrad's Python module raised, from its
 # class and details (`d` in the templates).
@@ -47,15 +49,6 @@ python_error_message <- function(class, d) {
       "x" = "It returned {d$returned}.",
       "i" = "Return {.code list(input_gradients, variable_gradients)}."
     ),
-    load_function = c(
-      "The custom-gradient layer {.val {d$layer}} needs its function{d$named}.",
-      "x" = "{toupper(substr(d$problem, 1, 1))}{substring(d$problem, 2)}.",
-      "i" = if (is.null(d$`function`)) {
-        "Assign the function to a variable, make the layer with that variable, and save the model again."
-      } else {
-        "Pass it to {.fn load_model}: {.code custom_objects = list({d$`function`} = <function>)}, or register it once with {.code register_keras_serializable({d$`function`}, name = \"{d$`function`}\")}."
-      }
-    ),
     not_serializable = c(
       if (is.null(d$layer)) {
         "Keras can't save the custom-gradient function in this model."
@@ -72,30 +65,6 @@ python_error_message <- function(class, d) {
         "troubleshooting",
         "A model that won't reload",
         topic = "layer_custom_gradient"
-      )
-    ),
-    load_format = c(
-      switch(
-        d$reason,
-        newer = "The custom-gradient layer {.val {d$layer}} was saved by a newer customgrad.",
-        older = "The custom-gradient layer {.val {d$layer}} was saved by an older customgrad.",
-        "The custom-gradient layer {.val {d$layer}} has saved traces of an unknown format."
-      ),
-      "x" = "Its traces have format {.val {d$format}}; this customgrad reads {d$reads}.",
-      "i" = paste0(
-        switch(
-          d$reason,
-          newer = "Upgrade customgrad to load it",
-          older = "Load it with the customgrad version that saved it",
-          "Save the model again where it was made"
-        ),
-        if (!is.null(d$`function`)) {
-          ", or pass its function to {.fn load_model} ({.code custom_objects = list({d$`function`} = <function>)})"
-        },
-        if (!is.null(d$`function`) && identical(d$reason, "older")) {
-          " and save the model again with this customgrad"
-        },
-        "."
       )
     ),
     thread = if (!is.null(d$host)) {
@@ -215,4 +184,13 @@ python_error_message <- function(class, d) {
       "i" = "This is a bug in customgrad; please report it with the code that led here."
     )
   )
+}
+
+# The bullets Python wrote for `found` (an errors.WrittenInPython), as cli's
+# bullets, their braces literal.
+python_written_message <- function(found) {
+  bullets <- reticulate::py_to_r(found$bullets())
+  marks <- vapply(bullets, function(b) b[[1]], "")
+  texts <- vapply(bullets, function(b) gsub("([{}])", "\\1\\1", b[[2]]), "")
+  stats::setNames(texts, marks)
 }

@@ -60,8 +60,13 @@ rethrow_python_error <- function(cnd, call) {
   }
   # The Python error is kept as a field, not chained as the parent: its
   # message says the same again, in Python's words.
+  message <- if (reticulate::py_has_attr(found, "bullets")) {
+    python_written_message(found)
+  } else {
+    python_error_message(class, details)
+  }
   abort_customgrad(
-    python_error_message(class, details),
+    message,
     class = class,
     call = call,
     python_error = cnd,

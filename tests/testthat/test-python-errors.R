@@ -63,12 +63,13 @@ test_that("a model with a custom-gradient function in a Lambda layer fails at sa
 
 test_that("a customgrad error raised in Python through keras3's own functions gets R's message and the user's call", {
   skip_if_no_backend()
+  # A name no other test registers (test-layers.R registers scale_by_v).
   v <- keras3::keras$Variable(2)
-  scale_by_v <- op_custom_gradient(\(x) {
+  times_v <- op_custom_gradient(\(x) {
     tuple(op_multiply(x, v), \(upstream) op_multiply(upstream, v))
   })
   model <- keras_model_sequential(input_shape = 3) |>
-    layer_custom_gradient(scale_by_v)
+    layer_custom_gradient(times_v)
   path <- withr::local_tempfile(fileext = ".keras")
   save_model(model, path)
   err <- expect_error(
@@ -77,11 +78,11 @@ test_that("a customgrad error raised in Python through keras3's own functions ge
   )
   expect_match(
     conditionMessage(err),
-    "^The custom-gradient layer \"[a-z_0-9]+\" needs its function `scale_by_v`\\.\n"
+    "^The custom-gradient layer \"[a-z_0-9]+\" needs its function `times_v`\\.\n"
   )
   expect_match(
     conditionMessage(err),
-    "i Pass it to `load_model()`",
+    "i Pass the function when loading the model: in R `load_model(path, custom_objects = list(times_v = <function>))`",
     fixed = TRUE
   )
   expect_equal(conditionCall(err), quote(load_model(path)))

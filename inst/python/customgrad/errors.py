@@ -1,12 +1,13 @@
 """Exceptions that the R side turns into classed R conditions.
 
-An error of customgrad's own carries its facts, not prose for R: the R
+An error of customgrad's own carries its facts, not prose: the R
 condition class it becomes (``r_class``, also a base class, so that any
 call that returns it to R gives it that class) and named ``details`` (numbers,
-shapes, names). R writes the message from those
-(``R/python-error-messages.R``), with cli bullets and the user's call;
-``str()`` of the exception is a plain English version for Python callers
-(a model loaded in Python, the tests).
+shapes, names). Each message has one writer. R writes it from those
+(``R/python-error-messages.R``), with cli bullets and the user's call, and
+``str()`` is the class and the facts; except for errors met where R may
+not be, loading a saved model (:class:`WrittenInPython`), whose message
+Python writes, as bullets that R shows as they are.
 
 An R error raised in an R callback reaches Python as an exception that
 reticulate made from the condition (``r_class`` and the fields attached);
@@ -34,11 +35,9 @@ def r_class_base(name):
 
 class CustomGradError(Exception, r_class_base("customgrad_error")):
     """Base class. Subclasses name their R class with a base
-    (``r_class_base()``), also their ``r_class``, and set ``template`` (the
-    Python message, formatted with the details)."""
+    (``r_class_base()``), also their ``r_class``."""
 
     r_class = "customgrad_error"
-    template = "customgrad error: {details}"
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -54,41 +53,58 @@ class CustomGradError(Exception, r_class_base("customgrad_error")):
             super().__init__(message)
             return
         self.details = details
-        super().__init__(self.template.format(details=details, **details))
+        super().__init__(self.describe())
+
+    def describe(self):
+        """``str()``: the R class and the facts (R writes the message)."""
+        facts = ", ".join(f"{k}={v!r}" for k, v in self.details.items())
+        return f"{self.r_class}: {facts}"
+
+
+class WrittenInPython(CustomGradError):
+    """An error met where R may not be (a saved model loaded in Python):
+    Python writes its message, as :meth:`bullets`, which R shows as they
+    are, and ``str()`` joins them."""
+
+    def bullets(self):
+        """``[(mark, text)]``: mark "" for the headline, "x" for what is
+        wrong, "i" for what to do (cli's bullets in R)."""
+        raise NotImplementedError
+
+    def describe(self):
+        return "\n".join(f"{mark} {text}" if mark else text for mark, text in self.bullets())
 
 
 class GradientCountError(CustomGradError, r_class_base("customgrad_error_grad_count")):
     """``expected`` counts the arguments passed, ``tensors`` the tensor
     inputs among them: either count is accepted."""
 
-    template = "`grad` returned {returned} gradient(s); it must return {expected}, one per argument passed, or {tensors}, one per tensor input."
 
 
 class GradientShapeError(CustomGradError, r_class_base("customgrad_error_grad_shape")):
-    template = "The gradient for {where} has shape {grad_shape}, but {where} has shape {input_shape}."
+    """A gradient whose shape is not its input's (``where``, ``grad_shape``, ``input_shape``)."""
 
 
 class GradientDtypeError(CustomGradError, r_class_base("customgrad_error_grad_dtype")):
-    template = "The gradient for {where} has dtype {dtype}; the input's is {input_dtype}, and a gradient must be floating point."
+    """A gradient whose dtype is not floating point (``where``, ``dtype``, ``input_dtype``)."""
 
 
 class GradientStructureError(CustomGradError, r_class_base("customgrad_error_grad_structure")):
     """``problem`` is "static" (a non-tensor input got a gradient) or
     "nesting" (the gradient is nested unlike its input)."""
 
-    template = "The gradient for input {input} does not match the input ({problem}: a non-tensor input gets NULL; a nested one, a gradient nested alike)."
 
 
 class ForeignTensorError(CustomGradError, r_class_base("customgrad_error_input")):
-    template = "A {framework} tensor ({tensor}) was passed, but Keras runs with the {backend} backend."
+    """A tensor of another framework than the backend's (``framework``, ``tensor``, ``backend``)."""
 
 
 class VariablesError(CustomGradError, r_class_base("customgrad_error_grad_variables")):
-    template = "`grad` returned {returned} variable gradient(s); it must return {expected}."
+    """``grad`` returned ``returned`` variable gradients for ``expected`` variables."""
 
 
 class ThreadError(CustomGradError, r_class_base("customgrad_error_thread")):
-    template = "A customgrad function was called on the non-main thread {thread!r}; R runs only on the main thread."
+    """A function that needs R called on the Python thread ``thread``."""
 
 
 class HostValueError(CustomGradError, r_class_base("customgrad_error_value_like")):
@@ -97,13 +113,11 @@ class HostValueError(CustomGradError, r_class_base("customgrad_error_value_like"
     no tensor), "shape", "dtype" or "nesting" (R's value is not as
     declared), or "lost" (its ``grad`` was dropped before its backward)."""
 
-    template = "An R host op's value: {problem}"
 
 
 class TraceError(CustomGradError, r_class_base("customgrad_error_trace")):
     """A trace failed in strict mode (``op_custom_gradient(trace = "strict")``)."""
 
-    template = "The function can't be traced, and tracing is strict: {reason}"
 
 
 class TransformError(CustomGradError, r_class_base("customgrad_error_transform")):
@@ -112,109 +126,112 @@ class TransformError(CustomGradError, r_class_base("customgrad_error_transform")
     reverse mode), "pfor" (TensorFlow's vectorized_map) or "untraced" (a
     function R runs at every call, under a batching ``transform``)."""
 
-    template = "customgrad: {transform} can't use a custom gradient ({kind}): {why}"
 
 
 class RecursionLimitError(CustomGradError, r_class_base("customgrad_error_recursion")):
     """Custom-gradient functions nested ``depth`` levels deep (a function
     that calls itself without end), past ``limit``."""
 
-    template = "Custom-gradient functions were nested {depth} levels deep, past the limit of {limit}: a function that calls itself without end?"
 
 
 class NotScalarError(CustomGradError, r_class_base("customgrad_error_not_scalar")):
-    template = "`f` must return a scalar when `upstream` is NULL; it returned tensors of shapes {shapes}."
+    """``f`` returned tensors of ``shapes``, not a scalar, with no ``upstream``."""
 
 
 class UpstreamError(CustomGradError, r_class_base("customgrad_error_upstream")):
     """``problem`` is "nesting" or "shape"."""
 
-    template = "`upstream` does not match `f`'s value in {problem}: {details}"
 
 
 class DtypeError(CustomGradError, r_class_base("customgrad_error_wrt_dtype")):
-    template = "Can't differentiate with respect to argument {argument} of dtype {dtype}."
+    """A gradient asked for argument ``argument``, of the non-float ``dtype``."""
 
 
 class BackendError(CustomGradError, r_class_base("customgrad_error_backend_unsupported")):
-    template = "The Keras backend {backend!r} is not supported."
+    """The Keras backend ``backend`` is not one customgrad supports."""
 
 
 class GradcheckError(CustomGradError, r_class_base("customgrad_error_gradcheck_structure")):
-    template = "`f` returned {returned} tensor(s) for perturbed inputs, and {expected} at first."
+    """``f`` returned ``returned`` tensors for perturbed inputs and ``expected`` at first."""
 
 
-class FunctionNotFoundError(CustomGradError, r_class_base("customgrad_error_load_function")):
-    """A loaded custom-gradient layer needs its function: none was supplied
-    and the saved traces can't serve the call (``reason`` is "no_traces" or
-    "new_signature")."""
+def _load_hint(name):
+    """How to pass the function ``name`` when loading, in R and in Python."""
+    return (
+        f"in R `load_model(path, custom_objects = list({name} = <function>))` "
+        f'or `register_keras_serializable({name}, name = "{name}")` once, '
+        f"in Python `custom_objects={{{name!r}: <function>}}`"
+    )
 
-    template = "The custom-gradient layer {layer!r} needs its function{named}: {problem}. {how}"
+
+class FunctionNotFoundError(WrittenInPython, r_class_base("customgrad_error_load_function")):
+    """A loaded custom-gradient layer needs its function (``function``: its
+    saved name, or None): none was supplied and the saved traces can't
+    serve the call (``reason`` is "no_traces" or "new_signature")."""
+
     _problems = {
-        "no_traces": "it was saved without traces that run without it",
-        "new_signature": "its saved traces don't serve inputs of this shape or dtype",
+        "no_traces": "It was saved without traces that run without it.",
+        "new_signature": "Its saved traces don't serve inputs of this shape or dtype.",
     }
 
-    def __init__(self, message=None, **details):
-        if message is None:
-            name = details.setdefault("function", None)
-            details["problem"] = self._problems[details["reason"]]
-            if name is None:
-                details["named"] = ""
-                details["how"] = (
-                    "It was made from a function without a name, which loading "
-                    "can't find: assign the function to a variable, make the layer "
-                    "with that variable, and save the model again."
-                )
-            else:
-                details["named"] = f" `{name}`"
-                details["how"] = (
-                    "Pass the function when loading the model: in R "
-                    f"`load_model(path, custom_objects = list({name} = <function>))`, "
-                    f"in Python `custom_objects={{{name!r}: <function>}}`."
-                )
-        super().__init__(message, **details)
+    def __init__(self, message=None, function=None, **details):
+        super().__init__(message, function=function, **details)
+
+    def bullets(self):
+        d = self.details
+        name = d["function"]
+        named = "" if name is None else f" `{name}`"
+        if name is None:
+            how = (
+                "It was made from a function without a name, which loading can't "
+                "find: assign the function to a variable, make the layer with that "
+                "variable, and save the model again."
+            )
+        else:
+            how = f"Pass the function when loading the model: {_load_hint(name)}."
+        return [
+            ("", f'The custom-gradient layer "{d["layer"]}" needs its function{named}.'),
+            ("x", self._problems[d["reason"]]),
+            ("i", how),
+        ]
 
 
-class SavedFormatError(CustomGradError, r_class_base("customgrad_error_load_format")):
+class SavedFormatError(WrittenInPython, r_class_base("customgrad_error_load_format")):
     """A loaded custom-gradient layer runs on its saved traces, and they
     have a format this customgrad doesn't read (see ``_saving.FORMAT``):
     ``reason`` is "newer" (a newer customgrad saved them), "older" (an
     older customgrad than this one reads) or "unknown" (no format number
     customgrad writes); ``oldest`` and ``newest`` are the formats read."""
 
-    template = "The custom-gradient layer {layer!r} {problem} (trace format {format!r}; this customgrad reads {reads}). {how}"
     _problems = {
         "newer": "was saved by a newer customgrad",
         "older": "was saved by an older customgrad",
         "unknown": "has saved traces of an unknown format",
     }
     _hows = {
-        "newer": "Upgrade customgrad to load it{passed}.",
-        "older": "Load it with the customgrad version that saved it{passed}.",
-        "unknown": "Save the model again where it was made{passed}.",
+        "newer": "Upgrade customgrad to load it",
+        "older": "Load it with the customgrad version that saved it",
+        "unknown": "Save the model again where it was made",
     }
 
-    def __init__(self, message=None, **details):
-        if message is None:
-            name = details.setdefault("function", None)
-            reason = details["reason"]
-            details["problem"] = self._problems[reason]
-            oldest, newest = details["oldest"], details["newest"]
-            details["reads"] = (
-                f"format {newest}" if oldest == newest else f"formats {oldest} to {newest}"
-            )
-            passed = ""
-            if name is not None:
-                passed = (
-                    ", or pass its function when loading (in R `load_model(path, "
-                    f"custom_objects = list({name} = <function>))`, in Python "
-                    f"`custom_objects={{{name!r}: <function>}}`)"
-                )
-                if reason == "older":
-                    passed += " and save it again with this customgrad"
-            details["how"] = self._hows[reason].format(passed=passed)
-        super().__init__(message, **details)
+    def __init__(self, message=None, function=None, **details):
+        super().__init__(message, function=function, **details)
+
+    def bullets(self):
+        d = self.details
+        oldest, newest = d["oldest"], d["newest"]
+        reads = f"format {newest}" if oldest == newest else f"formats {oldest} to {newest}"
+        how = self._hows[d["reason"]]
+        if d["function"] is not None:
+            how += ", or pass its function when loading"
+            if d["reason"] == "older":
+                how += " and save the model again with this customgrad"
+            how += ": " + _load_hint(d["function"])
+        return [
+            ("", f'The custom-gradient layer "{d["layer"]}" {self._problems[d["reason"]]}.'),
+            ("x", f"Its traces have format {d['format']!r}; this customgrad reads {reads}."),
+            ("i", how + "."),
+        ]
 
 
 class NotSerializableError(CustomGradError, r_class_base("customgrad_error_not_serializable")):
@@ -222,19 +239,13 @@ class NotSerializableError(CustomGradError, r_class_base("customgrad_error_not_s
     name that loading can't find (a ``Lambda`` layer's function): ``layer``
     names that layer, or is None."""
 
-    template = "The custom-gradient function{in_layer} can't be saved: Keras saves a Lambda layer's function by a name, and can't find a function made in R by it when loading. Make the layer with R's layer_custom_gradient(), which saves and reloads with the model."
-
-    def __init__(self, message=None, **details):
-        if message is None:
-            layer = details.setdefault("layer", None)
-            details["in_layer"] = "" if layer is None else f" in the Lambda layer {layer!r}"
-        super().__init__(message, **details)
+    def __init__(self, message=None, layer=None, **details):
+        super().__init__(message, layer=layer, **details)
 
 
 class ProtocolError(CustomGradError, r_class_base("customgrad_error_internal")):
     """R and Python disagree about a message between them: a customgrad bug."""
 
-    template = "Internal error: {problem}"
 
 
 class Raised:
@@ -391,7 +402,7 @@ def error_classes():
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        if cls is not CustomGradError:
+        if cls.r_class != CustomGradError.r_class:  # not a base (WrittenInPython)
             found.append(cls.r_class)
     return sorted(found)
 
@@ -400,7 +411,6 @@ class DistributedStartedError(CustomGradError, r_class_base("customgrad_error_di
     """The backend started before :func:`_distributed.arrange` could
     arrange its processes or devices."""
 
-    template = "{backend} has started already; processes and devices must be arranged before it starts."
 
 
 def called_from_python():
