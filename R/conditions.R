@@ -58,7 +58,7 @@ error_classes <- c(
   backend_unsupported = "Keras runs with a backend customgrad does not support.",
   backend_missing = "The Python in use lacks the backend's module.",
   python_missing = "No Python with Keras 3 is chosen or found, and none could be provisioned.",
-  python_version = "The Python in use, or its Keras, is older than customgrad needs (Python 3.11, Keras 3.14).",
+  python_version = "The Python in use, or its Keras, is older than customgrad needs (`SystemRequirements` in its DESCRIPTION).",
   load_function = "A loaded custom-gradient layer can't find its function, and its saved traces don't serve the call.",
   not_serializable = "`save_model()` met a custom-gradient function where Keras would save it by a name that loading can't find: in a `Lambda` layer made with `layer_lambda()`, or as an activation.",
   load_format = "A loaded custom-gradient layer would run on its saved traces, and they have a format this customgrad doesn't read: saved by a newer customgrad, or by an older one than it still reads.",

@@ -23,7 +23,7 @@
 #' if there is one, else keras3's `r-keras` ([keras3::install_keras()]).
 #' With none of them, reticulate provisions a Python with `uv` for what
 #' keras3 and customgrad declare with [reticulate::py_require()] (customgrad:
-#' `keras`, and Python 3.11 or newer), the same whichever package starts
+#' `keras`, and Python `r python_requirements()$python` or newer), the same whichever package starts
 #' Python first; when it can't (offline), the error says how else to get
 #' one. [customgrad_config()] says which Python is used, why, and the
 #' devices each backend sees.

@@ -123,15 +123,34 @@ start_provisioned_python <- function(
   )
 }
 
-# What customgrad needs from Python, in one place: py_require() declares
-# it, ensure_python_modules() checks it, and DESCRIPTION's
-# SystemRequirements, ?customgrad_config and tools/check-platforms.R say
-# the same (test-python.R checks that they agree). Keras only, with the
+# What customgrad needs from Python, declared once, in DESCRIPTION's
+# SystemRequirements ("Python (>= 3.11) with keras (>= 3.14)"), and read
+# from there: py_require() declares it, ensure_python_versions() checks it,
+# the docs and tools/check-platforms.R say it. Keras only, with the
 # Pythons Keras supports: the backends' packages are keras3's to choose
 # (use_backend(gpu = ), the platform), so customgrad never adds a CPU-only
 # or CUDA build to them. The Keras minimum is the oldest release tested
 # (make test-keras-previous).
-python_requirements <- list(python = "3.11", keras = "3.14")
+python_requirements <- function() {
+  declared <- utils::packageDescription(
+    "customgrad",
+    fields = "SystemRequirements"
+  )
+  minimum <- function(name) {
+    found <- regmatches(
+      declared,
+      regexec(paste0(name, " \\(>= ([0-9.]+)\\)"), declared)
+    )[[1]]
+    if (length(found) != 2L) {
+      rlang::abort(
+        paste0("DESCRIPTION's SystemRequirements names no ", name, " version."),
+        .internal = TRUE
+      )
+    }
+    found[[2]]
+  }
+  list(python = minimum("Python"), keras = minimum("keras"))
+}
 
 # Declared the way keras3 declares its own, so that a Python reticulate
 # provisions (when none is chosen) has it: "keras", which keras3 declares
@@ -140,7 +159,7 @@ declare_python_requirements <- function() {
   tryCatch(
     reticulate::py_require(
       "keras",
-      python_version = paste0(">=", python_requirements$python)
+      python_version = paste0(">=", python_requirements()$python)
     ),
     error = function(cnd) invisible(NULL)
   )
@@ -188,16 +207,17 @@ ensure_python_versions <- function(
 ) {
   python <- numeric_version(config$version, strict = FALSE)
   keras <- numeric_version(keras, strict = FALSE)
+  needs <- python_requirements()
   old <- c(
-    python = isTRUE(python < python_requirements$python),
-    keras = isTRUE(keras < python_requirements$keras)
+    python = isTRUE(python < needs$python),
+    keras = isTRUE(keras < needs$keras)
   )
   if (!any(old)) {
     return(invisible())
   }
   abort_customgrad(
     c(
-      "customgrad needs Python {python_requirements$python} or newer with Keras {python_requirements$keras} or newer.",
+      "customgrad needs Python {needs$python} or newer with Keras {needs$keras} or newer.",
       "x" = "The Python in use is {.file {config$python}}: Python {python}, Keras {keras}.",
       "i" = if (old[["keras"]] && !old[["python"]]) {
         "Upgrade Keras with {.code reticulate::py_install(\"keras\")}, or run {.code keras3::install_keras()} and restart R."

@@ -8,7 +8,7 @@
 # Linux's CUDA libraries; uv evaluates them for the target.)
 #
 # Checked (`make test`): customgrad's declaration
-# (customgrad:::python_requirements) resolves on every platform and every
+# (customgrad:::python_requirements()) resolves on every platform and every
 # Python in its range, not on the Python below it (Keras needs the floor),
 # and pulls no CPU-only or CUDA build.
 #
@@ -27,7 +27,7 @@ with_keras3 <- "--keras3" %in% args
 args <- setdiff(args, "--keras3")
 uv <- normalizePath(args[[1]])
 counts_file <- if (length(args) > 1 && nzchar(args[[2]])) args[[2]] else NULL
-needs <- customgrad:::python_requirements
+needs <- customgrad:::python_requirements()
 
 platforms <- list(
   list(
