@@ -22,11 +22,11 @@
 #' `reticulate::use_virtualenv()` call or an activated virtual environment
 #' if there is one, else keras3's `r-keras` ([keras3::install_keras()]).
 #' With none of them, reticulate provisions a Python with `uv` for what
-#' keras3 and customgrad declare with [reticulate::py_require()] (customgrad:
-#' `keras`, and Python `r python_requirements()$python` or newer), the same whichever package starts
-#' Python first; when it can't (offline), the error says how else to get
-#' one. [customgrad_config()] says which Python is used, why, and the
-#' devices each backend sees.
+#' keras3 and customgrad declare with [reticulate::py_require()]
+#' (customgrad: `keras`, and Python `r python_requirements()$python` or
+#' newer), the same whichever package starts Python first; when it can't
+#' (offline), the error says how else to get one. [customgrad_config()]
+#' says which Python is used, why, and the devices each backend sees.
 #'
 #' @section How it is built:
 #' R code knows R: it reads the gradient function's arguments, calls it the
@@ -100,7 +100,11 @@
 #'   the package's `tests/soak`, run by `make soak`, show it). A thread
 #'   lets the hold go if the R code runs longer than half a second, so that
 #'   Esc or Ctrl+C stops a long `grad` as anywhere else in R. The thread
-#'   runs only while R code is called from a backend.
+#'   runs only while R code is called from a backend. Python finds the
+#'   flag among the symbols the R process exports (Linux, macOS), or else
+#'   in R's own library (`R.dll` on Windows, `libR.so` or `libR.dylib`);
+#'   where neither has it, nothing is held, and R takes interrupts there as
+#'   it would without customgrad.
 #' * `options(customgrad.freeze_imports = TRUE)` (off by default) freezes
 #'   Python's objects out of its cyclic collector: see "Options".
 #' * [use_distributed()] sets up the processes and devices it is asked

@@ -87,9 +87,10 @@ for (route in c("native", "op_grad")) {
 
 # An R host op in a model (issue 59): 20,000 steps of fit() (batches of 1,
 # Keras' default compilation; eager on TensorFlow, whose compiled step
-# can't reach R) and 20,000 forward-only predict() calls, measured as
-# above. R's besselK() and its gradient keep what they read until the
-# backward pass; nothing may outlive it.
+# can't reach R) and 20,000 forward-only predict() calls, with the op and
+# without it (plain-predict), measured as above. R's besselK() and its
+# gradient keep what they read until the backward pass; nothing may
+# outlive it.
 dbessel_k <- function(x) -(besselK(x, 0.5) + besselK(x, 2.5)) / 2
 bessel_k <- op_custom_gradient(trace = FALSE, value_like = "x", function(x) {
   xv <- as.array(x)
@@ -107,6 +108,10 @@ model |>
     loss = "mse",
     run_eagerly = backend == "tensorflow"
   )
+plain <- keras_model_sequential(input_shape = 1) |>
+  layer_dense(1, use_bias = FALSE, kernel_initializer = "ones")
+plain |>
+  compile(optimizer = "adam", loss = "mse", run_eagerly = backend == "tensorflow")
 set.seed(1)
 fit_x <- matrix(runif(settled, 0.5, 2), ncol = 1)
 fit_y <- besselK(1.3 * fit_x, 1.5)
@@ -119,6 +124,12 @@ host_steps <- list(
   },
   "host-predict" = function(i) {
     predict(model, fit_x[1:8, , drop = FALSE], verbose = 0)
+  },
+  # The same predict() without the host op: what the backend's own
+  # predict() keeps (TensorFlow's eager one grows too, run 4 of
+  # bench/results/soak-2026-12-02.txt).
+  "plain-predict" = function(i) {
+    predict(plain, fit_x[1:8, , drop = FALSE], verbose = 0)
   }
 )
 for (route in names(host_steps)) {

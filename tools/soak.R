@@ -45,6 +45,9 @@ within <- apply(
   1,
   function(growth) !anyNA(growth) && all(growth < bounds)
 )
+# plain-predict has no customgrad in it: the backend's own growth, shown
+# beside host-predict, not bounded.
+within[table$route %in% "plain-predict"] <- NA
 table$within_bounds <- within
 cat("\nGrowth from step", steps %/% 10, "to step", steps, "\n")
 print(table, row.names = FALSE, digits = 3)
@@ -75,6 +78,6 @@ for (backend in backends) {
 if (length(failed_suites) > 0) {
   cat("tests/soak failed on:", paste(failed_suites, collapse = ", "), "\n")
 }
-if (!all(within) || length(failed_suites) > 0) {
+if (!all(within, na.rm = TRUE) || length(failed_suites) > 0) {
   quit(status = 1)
 }

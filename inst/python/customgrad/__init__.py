@@ -47,6 +47,7 @@ R_INTERFACE = {
     "collect_deferred": "_memory",
     "nesting_depth": "_trace",
     "arrange": "_distributed",
+    "set_r_library": "_interrupts",
 }
 
 

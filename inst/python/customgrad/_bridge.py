@@ -312,6 +312,11 @@ def _is_float(dtype):
     return dtype.startswith(("float", "bfloat"))
 
 
+def dtype_of(x):
+    """``x``'s dtype, as Keras names it."""
+    return keras.backend.standardize_dtype(x.dtype)
+
+
 def static_shape(x):
     """``x``'s shape as a tuple (None for unknown dims), or None if unknown."""
     shape = x.shape

@@ -100,7 +100,7 @@ class HostCalls:
         flat = [adapter.dense(x) for x in flat]
         specs, spec = self._value_specs(flat, in_spec)
         node = _Node()
-        in_specs = [(_bridge.static_shape(x), _dtype(x)) for x in flat]
+        in_specs = [(_bridge.static_shape(x), _bridge.dtype_of(x)) for x in flat]
         node.staging = True
         try:
             outputs = adapter.host_call(
@@ -136,7 +136,7 @@ class HostCalls:
         """``([(shape, dtype)] per value leaf, value spec)``, from R's
         ``value_like`` callback called on symbolic copies of the inputs."""
         symbolic = [
-            keras.KerasTensor(_bridge.static_shape(x), _dtype(x)) for x in flat
+            keras.KerasTensor(_bridge.static_shape(x), _bridge.dtype_of(x)) for x in flat
         ]
         like = _bridge.call_r(self.value_like, *_bridge.pack(in_spec, symbolic))
         leaves, spec = flatten(like)
@@ -144,7 +144,7 @@ class HostCalls:
         for i, (leaf, x) in enumerate(zip(leaves, _exact(leaves, symbolic, flat))):
             if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
                 raise HostValueError(problem="not_tensor", leaf=i + 1)
-            specs.append((x, _dtype(leaf)))
+            specs.append((x, _bridge.dtype_of(leaf)))
         return specs, spec
 
 
@@ -233,10 +233,6 @@ def _host_value(value, spec, i):
     ):
         raise HostValueError(problem="dtype", leaf=i, dtype=str(array.dtype), declared=dtype)
     return array.astype(dtype, copy=False)
-
-
-def _dtype(x):
-    return keras.backend.standardize_dtype(x.dtype)
 
 
 # Serving: the main thread runs R for callbacks on other threads.

@@ -12,6 +12,13 @@ A callback still running after ``HOLD_SECONDS`` (R code that loops or
 waits) is let go by a watchdog thread: R then takes interrupts and time
 limits at once there, as it does everywhere else (R code that suspends
 them itself, with ``suspendInterrupts()``, is let go too).
+
+R's flags are found among the symbols the process exports (R's executable,
+or a libR it loaded globally: Linux, macOS), else in R's shared library,
+whose path R hands over (:func:`set_r_library`: ``R.dll`` on Windows, where
+a process has no such table; ``libR.dylib`` or ``libR.so`` where an
+embedding program loaded it privately). Where neither has them, nothing is
+held: R takes interrupts inside callbacks as it would without customgrad.
 """
 
 import ctypes
@@ -22,22 +29,33 @@ HOLD_SECONDS = 0.5
 _POLL_SECONDS = 0.1
 
 _flags = {"suspended": None, "pending": None, "looked_up": False}
+_r_libraries = []  # paths of R's shared library, from R
 _holds = []  # when each call into R in progress began, innermost last
 _holding = threading.Event()
 _watchdog = []
 
 
+def set_r_library(paths):
+    """Where R's shared library is (R calls this once): the flags are
+    looked for there too (see the module's docstring)."""
+    _r_libraries[:] = list(paths)
+    _flags.update(suspended=None, pending=None, looked_up=False)
+
+
 def _r_flags():
     """R's ``(R_interrupts_suspended, R_interrupts_pending)``, or None
-    outside an R process (Python's tests)."""
+    outside an R process (Python's tests) and where they can't be found."""
     if not _flags["looked_up"]:
         _flags["looked_up"] = True
-        try:
-            process = ctypes.CDLL(None)
-            _flags["suspended"] = ctypes.c_int.in_dll(process, "R_interrupts_suspended")
-            _flags["pending"] = ctypes.c_int.in_dll(process, "R_interrupts_pending")
-        except (OSError, ValueError, TypeError):
-            pass  # not an R process, or R's symbols are not global there
+        for path in [None, *_r_libraries]:
+            try:
+                library = ctypes.CDLL(path)
+                suspended = ctypes.c_int.in_dll(library, "R_interrupts_suspended")
+                pending = ctypes.c_int.in_dll(library, "R_interrupts_pending")
+            except (OSError, ValueError, TypeError):
+                continue  # not there (Windows has no table for None)
+            _flags.update(suspended=suspended, pending=pending)
+            break
     if _flags["suspended"] is None:
         return None
     return _flags["suspended"], _flags["pending"]

@@ -182,8 +182,6 @@ class _VariableScope(keras.StatelessScope):
     passed from the next call on (or read from the scope around, if any);
     assignments are kept in the scope and listed in ``assigned``."""
 
-    maps_compiled_call = True  # not Keras inferring shapes (_trace)
-
     def __init__(self, owner, variables, values):
         super().__init__(state_mapping=list(zip(variables, values)))
         self._owner = owner

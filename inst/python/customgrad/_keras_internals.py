@@ -39,9 +39,8 @@ INTERNALS = (
     "keras.ops arithmetic class names",
     "serialize_keras_object asks get_build_config()",
     "Lambda.get_config serialises its function",
-    "SeedGenerator.next draws every seeded or unseeded random number",
-    "Variable.value is read wherever a variable's value is used",
-    "keras.src.backend.get_stateless_scope",
+    "SeedGenerator's state is named seed_generator_state",
+    "StatelessScope.get_current_value is asked for every use of a value",
     "keras.src.backend.common.symbolic_scope.in_symbolic_scope",
 )
 
@@ -186,29 +185,13 @@ def auto_name(prefix):
 # --- Random numbers ----------------------------------------------------------
 
 
-def seed_draw_code():
-    """The code object of ``keras.random.SeedGenerator.next``, which every
-    draw of Keras' random numbers runs, unless its seed is an integer
-    (``seed = NULL`` draws from Keras' global seed generator).  Relies on
-    ``keras.src.random.seed_generator.draw_seed`` calling it."""
-    return keras.random.SeedGenerator.next.__code__
-
-
-def variable_read_codes():
-    """The code objects of the getters of ``keras.Variable.value`` (the
-    backend's variable class and Keras' own), which every use of a Keras
-    variable's value runs: an operation on it, ``__array__``.  Relies on
-    the backends' variables reading their values through that property."""
-    getters = {keras.Variable.value.fget}
-    common = _keras_src("backend.common.variables", "Variable")
-    getters.add(common.value.fget)
-    return frozenset(g.__code__ for g in getters)
-
-
-def stateless_scope():
-    """Keras' current stateless scope, or None.  Relies on
-    ``keras.src.backend.get_stateless_scope``."""
-    return _keras_src("backend", "get_stateless_scope")()
+def is_seed_state(variable):
+    """Whether ``variable`` is a ``keras.random.SeedGenerator``'s state, which
+    every draw of Keras' random numbers reads and advances, unless its seed
+    is an integer (``seed = NULL`` draws from Keras' global seed
+    generator).  Relies on ``SeedGenerator`` naming its state variable
+    ``seed_generator_state``."""
+    return getattr(variable, "name", None) == "seed_generator_state"
 
 
 def in_symbolic_scope():

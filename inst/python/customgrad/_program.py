@@ -36,7 +36,7 @@ class GraphError(Exception):
     """The graph can't be compiled (the signature falls back to calling R)."""
 
 
-class _Nested:
+class Nested:
     """An argument that holds symbolic tensors inside lists, tuples or dicts."""
 
     __slots__ = ("template",)
@@ -45,7 +45,7 @@ class _Nested:
         self.template = template
 
 
-class _Slot:
+class Slot:
     __slots__ = ("index",)
 
     def __init__(self, index):
@@ -165,9 +165,9 @@ def _store(values, outputs, result):
 
 
 def _fill(arg, values):
-    if isinstance(arg, _Slot):
+    if isinstance(arg, Slot):
         return values[arg.index]
-    if isinstance(arg, _Nested):
+    if isinstance(arg, Nested):
         return _fill(arg.template, values)
     if isinstance(arg, (list, tuple)):
         return type(arg)(_fill(a, values) for a in arg)
@@ -254,9 +254,9 @@ def _step_slots(step):
 
 
 def _collect_slots(arg, found):
-    if isinstance(arg, _Slot):
+    if isinstance(arg, Slot):
         found.append(arg.index)
-    elif isinstance(arg, _Nested):
+    elif isinstance(arg, Nested):
         _collect_slots(arg.template, found)
     elif isinstance(arg, (list, tuple)):
         for a in arg:
@@ -318,16 +318,16 @@ def _step(call, slots):
         if isinstance(a, KerasTensor):
             slot_args.append((i, slots[id(a)]))
         elif _holds_tensor(a):
-            args[i] = _Nested(_template(a, slots))
+            args[i] = Nested(_template(a, slots))
             nested = True
     for k, v in kwargs.items():
         if isinstance(v, KerasTensor) or _holds_tensor(v):
-            kwargs[k] = _Nested(_template(v, slots))
+            kwargs[k] = Nested(_template(v, slots))
             nested = True
     if nested:
         # The generic path fills every argument; make bare tensors slots too.
         for i, slot in slot_args:
-            args[i] = _Slot(slot)
+            args[i] = Slot(slot)
         slot_args = []
     outputs = [slots[id(out)] for out in call.outputs]
     return Step(fn, tuple(args), kwargs, slot_args, nested, outputs)
@@ -370,7 +370,7 @@ def _holds_tensor(a):
 
 def _template(a, slots):
     if isinstance(a, KerasTensor):
-        return _Slot(slots[id(a)])
+        return Slot(slots[id(a)])
     if isinstance(a, (list, tuple)):
         return type(a)(_template(x, slots) for x in a)
     if isinstance(a, dict):

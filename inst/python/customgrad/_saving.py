@@ -1,6 +1,6 @@
 """Traces as plain data, saved with a model and replayed without R.
 
-A trace (``_trace._Trace``) is two programs of Keras operations over
+A trace (``_trace.Trace``) is two programs of Keras operations over
 numbered slots (``_program``).  :func:`save_trace` writes one as JSON-ready
 data: each step's operation by its Keras config (the class and the
 arguments it was made with), its arguments with slots marked, constants as
@@ -49,7 +49,7 @@ def save_traces(core):
     traces = getattr(core, "cache", None)
     if traces is None:
         return []
-    entries = [e for e in traces.values() if isinstance(e, _trace._Trace)]
+    entries = [e for e in traces.values() if isinstance(e, _trace.Trace)]
     entries.sort(key=lambda e: not e.is_general)
     saved = []
     for entry in entries:
@@ -127,7 +127,7 @@ def load_trace(data, fill_none):
         [_load_step(s) for s in data["forward"]],
         [_load_step(s) for s in data["backward"]],
     )
-    return _trace._Trace.from_parts(
+    return _trace.Trace.from_parts(
         compiled=c,
         nesting=_load_spec(data["nesting"]),
         spec=_load_spec(data["value"]),
@@ -179,7 +179,7 @@ def _load_leaf(data):
         return data
     if data is None:
         return ("const", None)
-    return ("const", _trace._Constant(_load_value(data)))
+    return ("const", _trace.Constant(_load_value(data)))
 
 
 def _save_step(step):
@@ -193,7 +193,7 @@ def _save_step(step):
         op = {"operation": _save_operation(operation)}
     args = list(step.args)
     for position, slot in step.slot_args:
-        args[position] = _program._Slot(slot)
+        args[position] = _program.Slot(slot)
     return {
         **op,
         "args": [_save_value(a) for a in args],
@@ -221,21 +221,21 @@ def _load_step(data):
     kwargs = {k: _load_value(v) for k, v in data["kwargs"].items()}
     slot_args = []
     nested = any(_holds_slot(v) for v in kwargs.values()) or any(
-        _holds_slot(a) and not isinstance(a, _program._Slot) for a in args
+        _holds_slot(a) and not isinstance(a, _program.Slot) for a in args
     )
     if nested:
-        args = [_program._Nested(a) if _holds_slot(a) else a for a in args]
-        kwargs = {k: _program._Nested(v) if _holds_slot(v) else v for k, v in kwargs.items()}
+        args = [_program.Nested(a) if _holds_slot(a) else a for a in args]
+        kwargs = {k: _program.Nested(v) if _holds_slot(v) else v for k, v in kwargs.items()}
     else:
         for i, a in enumerate(args):
-            if isinstance(a, _program._Slot):
+            if isinstance(a, _program.Slot):
                 slot_args.append((i, a.index))
                 args[i] = None
     return _program.Step(fn, tuple(args), kwargs, slot_args, nested, data["outputs"])
 
 
 def _holds_slot(a):
-    if isinstance(a, _program._Slot):
+    if isinstance(a, _program.Slot):
         return True
     if isinstance(a, (list, tuple)):
         return any(_holds_slot(x) for x in a)
@@ -246,9 +246,9 @@ def _holds_slot(a):
 
 def _save_value(x):
     """An argument as JSON-ready data (slots, tuples and arrays marked)."""
-    if isinstance(x, _program._Slot):
+    if isinstance(x, _program.Slot):
         return {"slot": x.index}
-    if isinstance(x, _program._Nested):
+    if isinstance(x, _program.Nested):
         return _save_value(x.template)
     if x is None or isinstance(x, (bool, int, float, str)):
         return x
@@ -276,12 +276,12 @@ def _load_value(data):
     if not isinstance(data, dict):
         return data
     if "slot" in data:
-        return _program._Slot(data["slot"])
+        return _program.Slot(data["slot"])
     if "tuple" in data:
         return tuple(_load_value(a) for a in data["tuple"])
     if "dict" in data:
         return {k: _load_value(v) for k, v in data["dict"].items()}
     if "array" in data:
-        array = np.asarray(data["array"], dtype=_trace._numpy_dtype(data["dtype"]))
+        array = np.asarray(data["array"], dtype=_trace.numpy_dtype(data["dtype"]))
         return array.reshape(data["shape"])
     raise ValueError(f"Unknown saved value: {data!r}")

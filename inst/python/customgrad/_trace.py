@@ -29,7 +29,6 @@ stack runs out).
 """
 
 import contextlib
-import sys
 import threading
 from collections import OrderedDict
 
@@ -82,9 +81,6 @@ def nesting_depth():
     return _depth[0]
 
 
-# Seed generators' draws and variables' reads seen on this thread while R
-# traces (see replay_safe).
-_seen = threading.local()
 DRAW_REASON = (
     "It drew Keras random numbers on no traced tensor (such as "
     "`random_uniform(op_shape(x))`), which a trace would fix at one draw."
@@ -110,61 +106,54 @@ def replay_safe():
       ``v$assign()``. A variable used in an operation on traced tensors
       is recorded as the variable, read at every replay.
 
-    Every draw runs ``SeedGenerator.next``, every use of a variable's value
-    its ``value`` getter, and Keras keeps no list of seed generators or
-    variables whose states could be compared, so a profile function on
-    this thread, for the block only, counts the calls of those functions.
-    Calls inside a stateless scope that Keras entered during the trace are
-    Keras running an operation or a layer on placeholders, to infer its
-    output (a ``Lambda`` layer that draws): the replay calls it again. A
-    profiler already running on this thread (cProfile) is left alone, and
-    then nothing is seen."""
-    before = (getattr(_seen, "draws", 0), getattr(_seen, "reads", 0))
-    outer = getattr(_seen, "outer", None)
-    _seen.outer = _keras_internals.stateless_scope()
-    running = sys.getprofile()
-    if running is None:
-        _seen.draw_code = _keras_internals.seed_draw_code()
-        _seen.read_codes = _keras_internals.variable_read_codes()
-        sys.setprofile(_count_calls)
-    try:
+    The block runs in a :class:`_Watch`, a Keras stateless scope, which
+    every such read of a variable's value asks for it (a draw reads its
+    seed generator's state). Keras running an operation or a layer on the
+    trace's symbolic tensors, to infer its output, does so in a stateless
+    scope of its own, which the reads there ask instead: the replay runs
+    those again."""
+    with _Watch() as watch:
         yield
-    finally:
-        if running is None:
-            sys.setprofile(None)
-        _seen.outer = outer
-    if getattr(_seen, "draws", 0) != before[0]:
+    if watch.draws:
         raise _messages.TraceFailed(DRAW_REASON)
-    if getattr(_seen, "reads", 0) != before[1]:
+    if watch.reads:
         raise _messages.TraceFailed(READ_REASON)
 
 
-def _count_calls(frame, event, arg):
-    if event != "call":
-        return
-    code = frame.f_code
-    if code is _seen.draw_code:
-        counter = "draws"
-    elif code in _seen.read_codes:
-        counter = "reads"
-    else:
-        return
-    if not _inferring():
-        setattr(_seen, counter, getattr(_seen, counter, 0) + 1)
+class _Watch(keras.StatelessScope):
+    """The stateless scope R traces in (:func:`replay_safe`): counts the
+    values read through it, draws (of a seed generator's state) apart;
+    hands out the values of the scope around it (Keras' JAX training
+    step, a compiled call's, which map the variables to this call's
+    values); keeps what is assigned, as every stateless scope does, and
+    assigns it when the block ends, in order, to the variables or to the
+    scope around."""
 
+    def __init__(self):
+        super().__init__()
+        self.draws = 0
+        self.reads = 0
+        self.assigned = []
 
-def _inferring():
-    """Whether Keras runs an operation on placeholders here: in a stateless
-    scope it entered while R traced. The scope the trace began in (Keras'
-    JAX training step, or its own inference running R's function) maps the
-    values R reads, and so does a compiled function's (``_jax``): what is
-    read there is a value of this call."""
-    scope = _keras_internals.stateless_scope()
-    return (
-        scope is not None
-        and scope is not _seen.outer
-        and not getattr(scope, "maps_compiled_call", False)
-    )
+    def get_current_value(self, variable):
+        if _keras_internals.is_seed_state(variable):
+            self.draws += 1
+        else:
+            self.reads += 1
+        value = super().get_current_value(variable)
+        if value is None and self.original_scope is not None:
+            value = self.original_scope.get_current_value(variable)
+        return value
+
+    def add_update(self, update):
+        super().add_update(update)
+        if not any(v is update[0] for v in self.assigned):
+            self.assigned.append(update[0])
+
+    def __exit__(self, *exc_info):
+        super().__exit__(*exc_info)
+        for variable in self.assigned:
+            variable.assign(self.state_mapping[id(variable)])
 
 
 class RCalls:
@@ -281,12 +270,12 @@ class Traced(TraceCache):
         self.warn_retrace = warn_retrace
         self.strict = strict
         self.max_traces = max_traces
-        self.cache = OrderedDict()  # signature -> _Trace or _Fallback
+        self.cache = OrderedDict()  # signature -> Trace or _Fallback
         self.by_inputs = {}  # inputs_key() -> the same, any input kind
         # Traces made on symbolic inputs with unknown dimensions (a model's
         # batch size) serve every size of those dimensions.
-        self.general = {}  # general_key -> [_Trace]
-        self.aliases = {}  # signature -> a general _Trace it matched
+        self.general = {}  # general_key -> [Trace]
+        self.aliases = {}  # signature -> a general Trace it matched
         self.traces = 0  # traces made so far (R runs for each)
         self.in_progress = []  # _Pending of the traces being made, innermost last
         self.warned = False
@@ -372,7 +361,7 @@ class Traced(TraceCache):
         self.in_progress.append(pending)
         try:
             with nested_call, replay_safe():
-                entry = _Trace(self.r_calls, flat, in_spec, pending)
+                entry = Trace(self.r_calls, flat, in_spec, pending)
         except _messages.TraceFailed as exc:
             entry = _Fallback(str(exc))
         except Exception as exc:  # noqa: BLE001 - decided below
@@ -382,7 +371,7 @@ class Traced(TraceCache):
                 # traced with its f. R running it at every call takes each
                 # level only as deep as the gradients asked for, and R's
                 # recursion error is still raised if that never ends.
-                entry = _Fallback(_RECURSED)
+                entry = _Fallback(RECURSED)
             elif find_error(exc) is not None:
                 # customgrad's checks, and errors R raised rather than
                 # replying trace-failed: they fail the same way untraced.
@@ -399,7 +388,7 @@ class Traced(TraceCache):
         if not keep:
             return entry
         self.store(key, flat, in_spec, entry)
-        if isinstance(entry, _Trace) and entry.is_general:
+        if isinstance(entry, Trace) and entry.is_general:
             self.add_general(in_spec, entry)
         return entry
 
@@ -436,7 +425,7 @@ class Traced(TraceCache):
         entry = self.aliases.get(key)
         if entry is not None:
             return entry
-        specs = [(_bridge.static_shape(x), _dtype(x)) for x in flat]
+        specs = [(_bridge.static_shape(x), _bridge.dtype_of(x)) for x in flat]
         for entry in reversed(self.general.get(general_key(in_spec.key, specs), [])):
             if all(
                 _bridge.shapes_match(shape, traced)
@@ -510,7 +499,7 @@ def inputs_key(flat, in_spec):
     return (
         in_spec.key,
         keras.config.floatx(),
-        tuple((_bridge.static_shape(x), _dtype(x)) for x in flat),
+        tuple((_bridge.static_shape(x), _bridge.dtype_of(x)) for x in flat),
     )
 
 
@@ -528,13 +517,13 @@ def general_key(nesting, input_specs):
     )
 
 
-_RECURSED = (
+RECURSED = (
     "Tracing it called it again and again without end (a `grad` that calls "
     "the function is traced with each call's `f`)."
 )
 
 
-class _Trace:
+class Trace:
     """One signature's compiled programs, run in Python."""
 
     __slots__ = (
@@ -543,14 +532,14 @@ class _Trace:
 
     def __init__(self, r_calls, flat, in_spec, pending=None):
         symbolic = [
-            KerasTensor(_bridge.static_shape(x), _dtype(x)) for x in flat
+            KerasTensor(_bridge.static_shape(x), _bridge.dtype_of(x)) for x in flat
         ]
         inputs = _bridge.pack(in_spec, symbolic)
         reply = _messages.read_forward_reply(
             _bridge.call_r(r_calls.r_forward, *inputs, count=False, tracing=True)
         )
         leaves, spec = flatten(reply.value)
-        leaves = [_symbolic_leaf(x) for x in leaves]
+        leaves = [symbolic_leaf(x) for x in leaves]
         value_specs = [(tuple(x.shape), x.dtype) for x in leaves]
         if pending is not None:
             # grad may call the function itself with these inputs.
@@ -562,7 +551,7 @@ class _Trace:
             _bridge.pack(spec, upstream),
             inputs,
             r_calls.fill_none,
-            convert=_symbolic_leaf,
+            convert=symbolic_leaf,
         )
         self.compiled = _program.compile_programs(symbolic, leaves, upstream, grads)
         self.nesting = in_spec
@@ -590,7 +579,7 @@ class _Trace:
         values = [None] * c.n_slots
         values[: c.n_inputs] = flat
         c.forward.run(values)
-        leaves = [_output(v, values) for v in c.value]
+        leaves = [output_value(v, values) for v in c.value]
         return leaves, self.spec, [values[s] for s in c.saved], self.backward
 
     def backward(self, upstream, saved, variables=None):
@@ -610,10 +599,10 @@ class _Trace:
             values[s] = v
         values[c.upstream_start : c.upstream_start + c.n_upstream] = upstream
         c.backward.run(values)
-        return [_output(g, values) for g in c.grads]
+        return [output_value(g, values) for g in c.grads]
 
 
-def _output(leaf, values):
+def output_value(leaf, values):
     if isinstance(leaf, int):
         return values[leaf]
     if leaf[0] == "zeros":  # a saved trace's missing gradient (_saving)
@@ -624,11 +613,7 @@ def _output(leaf, values):
     return keras.ops.convert_to_tensor(constant.array, dtype=constant.dtype)
 
 
-def _dtype(x):
-    return keras.backend.standardize_dtype(x.dtype)
-
-
-def _symbolic_leaf(x):
+def symbolic_leaf(x):
     """A leaf of ``f``'s value or ``grad``'s result at trace time: symbolic
     tensors as they are; anything else a constant (checked like a tensor)."""
     if x is None or isinstance(x, KerasTensor):
@@ -638,10 +623,10 @@ def _symbolic_leaf(x):
             "`f` or `grad` returned a Keras variable itself; its value would "
             "be fixed at the trace."
         )
-    return _Constant(keras.ops.convert_to_numpy(x))
+    return Constant(keras.ops.convert_to_numpy(x))
 
 
-class _Constant:
+class Constant:
     """A constant leaf: carries shape and dtype for the checks, and is
     turned into a tensor at each call (never kept as one: a tensor made
     while tracing inside tf.function belongs to that graph)."""
@@ -654,10 +639,10 @@ class _Constant:
         self.dtype = keras.backend.standardize_dtype(array.dtype)
 
     def cast_to(self, dtype):
-        return _Constant(np.asarray(self.array).astype(_numpy_dtype(dtype)))
+        return Constant(np.asarray(self.array).astype(numpy_dtype(dtype)))
 
 
-def _numpy_dtype(dtype):
+def numpy_dtype(dtype):
     if dtype == "bfloat16":
         import ml_dtypes
 

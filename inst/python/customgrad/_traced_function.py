@@ -101,7 +101,7 @@ class TracedFunction(_trace.TraceCache):
     def _trace(self, key, leaves, spec):
         self.traces += 1
         symbolic = [
-            KerasTensor(_bridge.static_shape(x), _trace._dtype(x)) for x in leaves
+            KerasTensor(_bridge.static_shape(x), _bridge.dtype_of(x)) for x in leaves
         ]
         try:
             with _trace.nested_call, _trace.replay_safe():
@@ -111,7 +111,7 @@ class TracedFunction(_trace.TraceCache):
                     )
                 )
             out_leaves, out_spec = flatten(value)
-            out_leaves = [_trace._symbolic_leaf(x) for x in out_leaves]
+            out_leaves = [_trace.symbolic_leaf(x) for x in out_leaves]
             entry = _Replay(
                 _program.compile_programs(symbolic, out_leaves, [], []),
                 out_spec,
@@ -124,7 +124,7 @@ class TracedFunction(_trace.TraceCache):
                 # f called gradients of itself, or of functions that call R
                 # on symbolic tensors, until R's stack ran low: R running f
                 # at every call goes only as deep as the values need.
-                entry = _trace._RECURSED
+                entry = _trace.RECURSED
             elif find_error(exc) is not None:
                 if getattr(exc, "customgrad_stop", False):
                     raise  # an interrupt or a time limit
@@ -172,7 +172,7 @@ class _Replay:
         values = [None] * c.n_slots
         values[: c.n_inputs] = flat
         c.forward.run(values)
-        return unflatten(self.out_spec, [_trace._output(v, values) for v in c.value])
+        return unflatten(self.out_spec, [_trace.output_value(v, values) for v in c.value])
 
 
 class GradientOp(keras.Operation):

@@ -80,7 +80,6 @@ class GradientCountError(CustomGradError, r_class_base("customgrad_error_grad_co
     inputs among them: either count is accepted."""
 
 
-
 class GradientShapeError(CustomGradError, r_class_base("customgrad_error_grad_shape")):
     """A gradient whose shape is not its input's (``where``, ``grad_shape``, ``input_shape``)."""
 
@@ -92,7 +91,6 @@ class GradientDtypeError(CustomGradError, r_class_base("customgrad_error_grad_dt
 class GradientStructureError(CustomGradError, r_class_base("customgrad_error_grad_structure")):
     """``problem`` is "static" (a non-tensor input got a gradient) or
     "nesting" (the gradient is nested unlike its input)."""
-
 
 
 class ForeignTensorError(CustomGradError, r_class_base("customgrad_error_input")):
@@ -114,10 +112,8 @@ class HostValueError(CustomGradError, r_class_base("customgrad_error_value_like"
     declared), or "lost" (its ``grad`` was dropped before its backward)."""
 
 
-
 class TraceError(CustomGradError, r_class_base("customgrad_error_trace")):
     """A trace failed in strict mode (``op_custom_gradient(trace = "strict")``)."""
-
 
 
 class TransformError(CustomGradError, r_class_base("customgrad_error_transform")):
@@ -127,11 +123,9 @@ class TransformError(CustomGradError, r_class_base("customgrad_error_transform")
     function R runs at every call, under a batching ``transform``)."""
 
 
-
 class RecursionLimitError(CustomGradError, r_class_base("customgrad_error_recursion")):
     """Custom-gradient functions nested ``depth`` levels deep (a function
     that calls itself without end), past ``limit``."""
-
 
 
 class NotScalarError(CustomGradError, r_class_base("customgrad_error_not_scalar")):
@@ -140,7 +134,6 @@ class NotScalarError(CustomGradError, r_class_base("customgrad_error_not_scalar"
 
 class UpstreamError(CustomGradError, r_class_base("customgrad_error_upstream")):
     """``problem`` is "nesting" or "shape"."""
-
 
 
 class DtypeError(CustomGradError, r_class_base("customgrad_error_wrt_dtype")):
@@ -245,7 +238,6 @@ class NotSerializableError(CustomGradError, r_class_base("customgrad_error_not_s
 
 class ProtocolError(CustomGradError, r_class_base("customgrad_error_internal")):
     """R and Python disagree about a message between them: a customgrad bug."""
-
 
 
 class Raised:
@@ -410,7 +402,6 @@ def error_classes():
 class DistributedStartedError(CustomGradError, r_class_base("customgrad_error_distributed_started")):
     """The backend started before :func:`_distributed.arrange` could
     arrange its processes or devices."""
-
 
 
 def called_from_python():

@@ -110,3 +110,66 @@ def test_outside_r_nothing_is_held(monkeypatch):
     )
     assert _bridge.call_r(lambda: "value") == "value"
     assert _interrupts._holds == []
+
+
+class _Library:
+    """A stand-in for a loaded library that exports R's two flags."""
+
+    def __init__(self):
+        self.flags = {
+            "R_interrupts_suspended": ctypes.c_int(0),
+            "R_interrupts_pending": ctypes.c_int(0),
+        }
+
+
+def _fake_loading(monkeypatch, libraries):
+    """``ctypes.CDLL(path)`` finds ``libraries[path]`` (a :class:`_Library`),
+    and fails for any other path, as on Windows for None (the process)."""
+
+    def cdll(path):
+        if path not in libraries:
+            raise TypeError("no such library")  # what Windows raises for None
+        return libraries[path]
+
+    def in_dll(cls, library, name):
+        if name not in library.flags:
+            raise ValueError(f"symbol {name} not found")
+        return library.flags[name]
+
+    monkeypatch.setattr(_interrupts.ctypes, "CDLL", cdll)
+    monkeypatch.setattr(_interrupts.ctypes.c_int, "in_dll", classmethod(in_dll))
+    saved = dict(_interrupts._flags), list(_interrupts._r_libraries)
+    monkeypatch.setattr(_interrupts, "_flags", saved[0])
+    monkeypatch.setattr(_interrupts, "_r_libraries", saved[1])
+
+
+def test_without_r_in_the_process_table_the_flags_are_found_in_rs_library(monkeypatch):
+    # Windows (no table of the process's symbols) or an embedding program
+    # that loaded libR privately: R hands over its library's path.
+    r_dll = _Library()
+    _fake_loading(monkeypatch, {"C:/R/bin/x64/R.dll": r_dll})
+    _interrupts.set_r_library(["C:/R/bin/x64/R.dll"])
+    assert _interrupts._r_flags() is not None
+    suspended = r_dll.flags["R_interrupts_suspended"]
+    seen = []
+    _bridge.call_r(lambda: seen.append(suspended.value))
+    assert seen == [1] and suspended.value == 0
+
+
+def test_the_process_table_comes_first(monkeypatch):
+    # Linux and macOS: R's executable (or a libR loaded globally) exports them.
+    process, library = _Library(), _Library()
+    _fake_loading(monkeypatch, {None: process, "/usr/lib/R/lib/libR.so": library})
+    _interrupts.set_r_library(["/usr/lib/R/lib/libR.so"])
+    assert _interrupts._r_flags()[0] is process.flags["R_interrupts_suspended"]
+
+
+def test_where_no_library_has_the_flags_nothing_is_held(monkeypatch):
+    stripped = _Library()
+    stripped.flags.clear()  # a library without R's symbols
+    _fake_loading(monkeypatch, {"/opt/R/lib/libR.dylib": stripped})
+    _interrupts.set_r_library(["/opt/R/lib/libR.dylib", "/missing/R.dll"])
+    assert _interrupts._r_flags() is None
+    assert _bridge.call_r(lambda: "value") == "value"
+    assert _interrupts._holds == []
+

@@ -243,54 +243,34 @@ def test_lambda_get_config_serialises_its_function_in_its_frame():
     assert ki.lambda_layer_serialising() is None
 
 
-def calls_of(codes, fn):
-    """How many times running ``fn()`` called a function whose code object
-    is among ``codes``, as customgrad's trace counts them (_trace)."""
-    import sys
-
-    seen = []
-
-    def watch(frame, event, arg):
-        if event == "call" and frame.f_code in codes:
-            seen.append(1)
-
-    sys.setprofile(watch)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return len(seen)
-
-
-def test_every_random_draw_runs_seed_generator_next():
-    def draws(fn):
-        return calls_of({ki.seed_draw_code()}, fn)
-
+def test_every_random_draw_reads_and_advances_its_seed_generators_state():
     with relied_on(
-        "SeedGenerator.next draws every seeded or unseeded random number",
-        "`keras.random` functions run `SeedGenerator.next()` for a seed that "
-        "is None (the global generator) or a `SeedGenerator`, not for an "
-        "integer seed",
+        "SeedGenerator's state is named seed_generator_state",
+        "`keras.random` functions read a `SeedGenerator`'s state variable, "
+        "named `seed_generator_state`, for a seed that is None (the global "
+        "generator) or a `SeedGenerator`, not for an integer seed",
     ):
-        assert draws(lambda: keras.random.uniform((2,))) == 1
-        generator = keras.random.SeedGenerator(1)
-        assert draws(lambda: keras.random.normal((2,), seed=generator)) == 1
-        assert draws(lambda: keras.random.uniform((2,), seed=3)) == 0
+        for seed in (None, keras.random.SeedGenerator(1)):
+            with Reads() as scope:
+                keras.random.uniform((2,), seed=seed)
+            assert {v.name for v in scope.read} == {"seed_generator_state"}
+            assert all(ki.is_seed_state(v) for v in scope.read)
+        with Reads() as scope:
+            keras.random.uniform((2,), seed=3)
+        assert scope.read == []
+        assert not ki.is_seed_state(keras.Variable(1.0))
 
 
-def test_the_stateless_scope_is_seen():
-    with relied_on(
-        "keras.src.backend.get_stateless_scope",
-        "`get_stateless_scope()` is the innermost `keras.StatelessScope()` "
-        "entered, None outside one",
-    ):
-        assert ki.stateless_scope() is None
-        with keras.StatelessScope() as outer:
-            assert ki.stateless_scope() is outer
-            with keras.StatelessScope() as inner:
-                assert ki.stateless_scope() is inner
-            assert ki.stateless_scope() is outer
-        assert ki.stateless_scope() is None
+class Reads(keras.StatelessScope):
+    """A stateless scope listing the variables whose values it was asked."""
+
+    def __init__(self):
+        super().__init__()
+        self.read = []
+
+    def get_current_value(self, variable):
+        self.read.append(variable)
+        return super().get_current_value(variable)
 
 
 def test_shape_inference_is_seen():
@@ -311,16 +291,20 @@ def test_shape_inference_is_seen():
         assert not ki.in_symbolic_scope()
 
 
-def test_every_use_of_a_variables_value_runs_its_getter():
-    def reads(fn):
-        return calls_of(ki.variable_read_codes(), fn)
-
+def test_every_use_of_a_variables_value_asks_the_stateless_scope():
     v = keras.Variable([1.0, 2.0])
     x = keras.ops.convert_to_tensor([3.0, 4.0])
+
+    def reads(fn):
+        with Reads() as scope:
+            fn()
+        return sum(1 for seen in scope.read if seen is v)
+
     with relied_on(
-        "Variable.value is read wherever a variable's value is used",
-        "an operation on a Keras variable and `np.asarray()` of one read it "
-        "through `Variable.value`; its shape and dtype do not",
+        "StatelessScope.get_current_value is asked for every use of a value",
+        "an operation on a Keras variable and `np.asarray()` of one ask the "
+        "stateless scope for its value (`get_current_value()`); its shape "
+        "and dtype do not",
     ):
         assert reads(lambda: keras.ops.exp(v)) >= 1
         assert reads(lambda: keras.ops.multiply(x, v)) >= 1

@@ -128,6 +128,43 @@ def test_a_keras_random_draw_on_a_shape_falls_back_and_draws_at_every_call():
     assert isinstance(customgrad.find_error(info.value), TraceError)
 
 
+def test_a_random_draw_is_seen_under_a_profiler_too():
+    # Draws were counted by a profile hook, which a running profiler
+    # (cProfile) switched off: the trace then kept one draw.
+    import cProfile
+
+    reasons = []
+    forward = Noisy()
+    h = customgrad.custom_gradient(forward, notify=reasons.append)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        x = keras.ops.zeros((4,))
+        first, second = (keras.ops.convert_to_numpy(h(x)) for _ in range(2))
+    finally:
+        profiler.disable()
+    assert not np.allclose(first, second)
+    assert len(reasons) == 1 and "random" in reasons[0]
+
+
+def test_what_f_assigns_while_traced_is_assigned():
+    # The trace runs in a stateless scope, which keeps assignments: they
+    # reach the variable when the trace ends, once per run of f.
+    counter = keras.Variable(0.0)
+    seen = []
+
+    def f(x, tracing=False):
+        counter.assign(counter + 1.0)
+        seen.append(float(keras.ops.convert_to_numpy(counter)))
+        return keras.ops.sum(x)
+
+    traced = TracedFunction(f, notify=lambda reason: None)
+    traced(keras.ops.convert_to_tensor([1.0, 2.0]))
+    # The trace (which read the counter: it falls back), then the call.
+    assert seen == [1.0, 2.0]
+    assert float(keras.ops.convert_to_numpy(counter)) == 2.0
+
+
 def test_a_variables_value_used_on_no_traced_tensor_falls_back():
     # keras.ops.exp(v) runs once while tracing: the trace would keep it.
     v = keras.Variable(0.0)
@@ -228,13 +265,13 @@ def test_nested_args_and_multi_output_ops_compile():
 
 
 def test_a_program_runs_each_kind_of_step():
-    from customgrad._program import Program, Step, _Nested, _Slot
+    from customgrad._program import Program, Step, Nested, Slot
 
     steps = [
         # a slot, a constant and a keyword argument
         Step(lambda a, b, scale=1: (a + b) * scale, (None, 2), {"scale": 3}, [(0, 0)], False, [1]),
         # a list holding slots, and two outputs
-        Step(lambda pair: [pair[1], pair[0]], (_Nested([_Slot(0), _Slot(1)]),), {}, [], True, [2, 3]),
+        Step(lambda pair: [pair[1], pair[0]], (Nested([Slot(0), Slot(1)]),), {}, [], True, [2, 3]),
         # one output, returned in a tuple
         Step(lambda a: (a * 2,), (None,), {}, [(0, 3)], False, [4]),
     ]
