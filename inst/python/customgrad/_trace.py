@@ -206,8 +206,10 @@ class _RBackward:
             )
 
 
-class _Fallback:
-    """A signature that calls R; ``reason`` is told once, then cleared."""
+class Fallback:
+    """A signature whose trace failed, which calls R at every call (for
+    custom-gradient functions here, and for ``_traced_function``'s):
+    ``reason``, why, is told once, then cleared."""
 
     __slots__ = ("reason",)
 
@@ -270,7 +272,7 @@ class Traced(TraceCache):
         self.warn_retrace = warn_retrace
         self.strict = strict
         self.max_traces = max_traces
-        self.cache = OrderedDict()  # signature -> Trace or _Fallback
+        self.cache = OrderedDict()  # signature -> Trace or Fallback
         self.by_inputs = {}  # inputs_key() -> the same, any input kind
         # Traces made on symbolic inputs with unknown dimensions (a model's
         # batch size) serve every size of those dimensions.
@@ -280,12 +282,12 @@ class Traced(TraceCache):
         self.in_progress = []  # _Pending of the traces being made, innermost last
         self.warned = False
         self.notified = False
-        self.untraced = None  # a _Fallback for every call (see untrace())
+        self.untraced = None  # a Fallback for every call (see untrace())
 
     def untrace(self):
         """Call R at every call from now on: R's values that the traces
         hold changed (R checks them, ``captures.R``, and says so)."""
-        self.untraced = _Fallback(None)
+        self.untraced = Fallback(None)
 
     def forward(self, flat, in_spec):
         key = signature(flat, in_spec)
@@ -301,7 +303,7 @@ class Traced(TraceCache):
 
     def run(self, entry, flat, in_spec):
         """Run ``entry`` (a trace, or a signature that calls R) on ``flat``."""
-        if isinstance(entry, _Fallback):
+        if isinstance(entry, Fallback):
             if self.host is not None and _host.is_abstract(flat):
                 result = self.host.forward_abstract(self.r_calls, flat, in_spec)
             else:
@@ -317,7 +319,7 @@ class Traced(TraceCache):
     def bind(self, flat, in_spec):
         """The entry a call on symbolic tensors ``flat`` is recorded with:
         a trace (cached, or made now), a :class:`_Pending` trace that the
-        call re-enters, or a :class:`_Fallback`."""
+        call re-enters, or a :class:`Fallback`."""
         key = signature(flat, in_spec)
         if self.in_progress:
             for pending in reversed(self.in_progress):
@@ -363,7 +365,7 @@ class Traced(TraceCache):
             with nested_call, replay_safe():
                 entry = Trace(self.r_calls, flat, in_spec, pending)
         except _messages.TraceFailed as exc:
-            entry = _Fallback(str(exc))
+            entry = Fallback(str(exc))
         except Exception as exc:  # noqa: BLE001 - decided below
             if len(self.in_progress) == 1 and is_recursion(exc):
                 # Tracing called the function again without end, as a grad
@@ -371,7 +373,7 @@ class Traced(TraceCache):
                 # traced with its f. R running it at every call takes each
                 # level only as deep as the gradients asked for, and R's
                 # recursion error is still raised if that never ends.
-                entry = _Fallback(RECURSED)
+                entry = Fallback(RECURSED)
             elif find_error(exc) is not None:
                 # customgrad's checks, and errors R raised rather than
                 # replying trace-failed: they fail the same way untraced.
@@ -379,11 +381,11 @@ class Traced(TraceCache):
             else:
                 # Python could not trace it (an operation Keras can't
                 # record, a graph that can't be compiled).
-                entry = _Fallback(reason_of(exc))
+                entry = Fallback(reason_of(exc))
         finally:
             self.in_progress.pop()
         pending.entry = entry
-        if isinstance(entry, _Fallback) and self.strict:
+        if isinstance(entry, Fallback) and self.strict:
             raise TraceError(reason=entry.reason)
         if not keep:
             return entry
@@ -440,8 +442,8 @@ class Traced(TraceCache):
 
 def value_spec(entry):
     """The value's symbolic tensors of a trace or :class:`_Pending` one;
-    None for a :class:`_Fallback`."""
-    if isinstance(entry, _Fallback):
+    None for a :class:`Fallback`."""
+    if isinstance(entry, Fallback):
         return None
     leaves = [KerasTensor(shape, dtype) for shape, dtype in entry.value_specs]
     return _bridge.pack(entry.spec, leaves)
@@ -450,7 +452,7 @@ def value_spec(entry):
 class _Pending:
     """A trace being made, for calls that re-enter it: ``spec`` and
     ``value_specs`` once ``f`` has run, ``entry`` (the trace, or a
-    :class:`_Fallback`) once it is done."""
+    :class:`Fallback`) once it is done."""
 
     __slots__ = ("key", "spec", "value_specs", "entry")
 

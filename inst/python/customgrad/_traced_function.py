@@ -31,7 +31,7 @@ class TracedFunction(_trace.TraceCache):
         self.notify = notify
         self.warn_retrace = warn_retrace
         self.max_traces = max_traces
-        self.cache = OrderedDict()  # signature -> replay, or a failure reason
+        self.cache = OrderedDict()  # signature -> _Replay or _trace.Fallback
         self.by_inputs = {}  # _trace.inputs_key() -> the same
         self.traces = 0
         self.notified = False
@@ -49,11 +49,11 @@ class TracedFunction(_trace.TraceCache):
         if isinstance(entry, _Unsure):
             # Untraced, an error that is f's own is raised here, as it is.
             value = _bridge.call_r(self.r_fn, *args)
-            self._keep(leaves, spec, entry.reason)
+            self._keep(leaves, spec, _trace.Fallback(entry.reason))
             self._tell(entry.reason)
             return value
-        if isinstance(entry, str):
-            self._tell(entry)
+        if isinstance(entry, _trace.Fallback):
+            self._tell(entry.reason)
             return _bridge.call_r(self.r_fn, *args)
         return entry(leaves)
 
@@ -82,7 +82,7 @@ class TracedFunction(_trace.TraceCache):
             return None
         leaves, spec = flatten(list(args))
         entry = self._entry(leaves, spec)
-        if isinstance(entry, (str, _Unsure)):
+        if isinstance(entry, _trace.Fallback):
             return None
         return unflatten(
             entry.out_spec, [KerasTensor(s, d) for s, d in entry.value_specs]
@@ -118,13 +118,13 @@ class TracedFunction(_trace.TraceCache):
                 out_leaves,
             )
         except _messages.TraceFailed as exc:
-            entry = str(exc)
+            entry = _trace.Fallback(str(exc))
         except Exception as exc:  # noqa: BLE001 - decided below
             if is_recursion(exc) and _trace.nesting_depth() == 0:
                 # f called gradients of itself, or of functions that call R
                 # on symbolic tensors, until R's stack ran low: R running f
                 # at every call goes only as deep as the values need.
-                entry = _trace.RECURSED
+                entry = _trace.Fallback(_trace.RECURSED)
             elif find_error(exc) is not None:
                 if getattr(exc, "customgrad_stop", False):
                     raise  # an interrupt or a time limit
@@ -133,27 +133,26 @@ class TracedFunction(_trace.TraceCache):
                 # on symbolic tensors). The call untraced decides.
                 return _Unsure(reason_of(exc))
             else:
-                entry = reason_of(exc)
+                entry = _trace.Fallback(reason_of(exc))
         return self._keep(leaves, spec, entry, key)
 
     def _keep(self, leaves, spec, entry, key=None):
-        """Cache ``entry`` (a replay, or why the trace failed) for these
-        inputs."""
-        if isinstance(entry, str) and self.trace == "strict":
-            raise TraceError(reason=entry)
+        """Cache ``entry`` (a replay, or a :class:`_trace.Fallback`) for
+        these inputs."""
+        if isinstance(entry, _trace.Fallback) and self.trace == "strict":
+            raise TraceError(reason=entry.reason)
         if key is None:
             key = _trace.signature(leaves, spec)
         self.store(key, leaves, spec, entry)
         return entry
 
 
-class _Unsure:
-    """A trace that failed with an error R raised (see ``_trace``)."""
+class _Unsure(_trace.Fallback):
+    """A trace that failed with an error R raised (see ``_trace``): the call
+    untraced decides whether it is ``f``'s own (raised there) or the
+    trace's (then kept as a :class:`_trace.Fallback`)."""
 
-    __slots__ = ("reason",)
-
-    def __init__(self, reason):
-        self.reason = reason
+    __slots__ = ()
 
 
 class _Replay:
