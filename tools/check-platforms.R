@@ -17,7 +17,7 @@
 # platform test (its get_os()) is set to each platform in an R process,
 # which calls keras3::use_backend(), CPU and GPU, as a user there would,
 # and reads reticulate::py_require(). customgrad adds no package to them
-# (test-python.R), so where one does not resolve, it is keras3's set that
+# (test-python-once.R), so where one does not resolve, it is keras3's set that
 # doesn't: reported, not counted.
 # Usage: Rscript tools/check-platforms.R UV [COUNTS_FILE] [--keras3]
 #   UV: the uv binary (installed from PyPI by the Makefile);

@@ -1,4 +1,4 @@
-# Helpers for test-python.R.
+# Helpers for test-python-once.R.
 
 # In a new R process with the environment variables `...` (and `unset`
 # removed), attach customgrad and make the first custom-gradient call: what

@@ -1,3 +1,6 @@
+# customgrad_config() probes all three backends itself, whichever is
+# active: run in one backend's process only (tools/test-backend.R).
+
 test_that("customgrad_config() reports the Python, versions and every backend", {
   skip_if_no_backend()
   cfg <- customgrad_config()
