@@ -1,7 +1,6 @@
 import os
 import sys
 
-import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")

@@ -34,7 +34,6 @@ def grad_of(fn, *xs):
 
         grads = jax.grad(lambda *a: keras.ops.sum(fn(*a)), argnums=tuple(range(len(xs))))(*xs)
         return [np.asarray(g) for g in grads]
-    import torch
 
     xs = [x.detach().requires_grad_(True) for x in xs]
     keras.ops.sum(fn(*xs)).backward()

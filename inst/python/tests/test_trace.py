@@ -10,7 +10,7 @@ from customgrad import _program, _trace
 from customgrad._traced_function import TracedFunction
 from customgrad.errors import TraceError
 
-from test_adapters import reply, BACKEND, grad_of
+from test_adapters import reply, grad_of
 
 
 class Counted:

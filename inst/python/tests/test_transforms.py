@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import customgrad
-from customgrad import _autodiff, _backend
+from customgrad import _autodiff
 from customgrad.errors import TransformError
 from test_adapters import BACKEND, reply
 
