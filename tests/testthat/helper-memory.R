@@ -126,3 +126,26 @@ growing_memory_collections <- function(bytes, env = parent.frame()) {
   reticulate::py_set_attr(memory, "_memory_now", fake$memory_now)
   memory
 }
+
+# 150 eager steps of the naive log1pexp on 400 kB tensors, run as on macOS
+# or Windows (without_linux_probes(), threshold 2 MB), with a fake device
+# count if `device`. The gradients the backend hands to R are tracked on
+# the fake device, which customgrad never sees. Returns the collections
+# customgrad made and the peak of live gradients, in tensors.
+fake_device_loop <- function(device) {
+  source(test_path("..", "testthat", "eager-loop.R"), local = TRUE)
+  fake <- fake_device() # customgrad's module on Python's path first
+  memory <- reticulate::import("customgrad._memory", convert = FALSE)
+  collections <- function() reticulate::py_to_r(memory$stats())$collections
+  f <- naive_log1pexp()
+  x <- op_ones(1e5) * 0.5 # 400 kB a tensor
+  without_linux_probes(threshold_mb = 2, device = if (device) fake$reader, {
+    step <- eager_step(f, x, "native")
+    before <- collections()
+    for (i in 1:150) {
+      g <- fake$track(step())
+    }
+    made <- collections() - before
+  })
+  list(collections = made, peak = reticulate::py_to_r(fake$peak) / 4e5)
+}

@@ -91,22 +91,8 @@ test_that("a dropped layer releases what its function captured", {
 
 test_that("without Linux's probes, with or without a device count, a loop collects every 2 MB handed to R or counted on the device", {
   skip_if_no_backend()
-  source(test_path("eager-loop.R"), local = TRUE)
-  memory <- reticulate::import("customgrad._memory", convert = FALSE)
-  collections <- function() reticulate::py_to_r(memory$stats())$collections
-  f <- naive_log1pexp()
-  x <- op_ones(1e5) * 0.5 # 400 kB a tensor
   for (device in c(FALSE, TRUE)) {
-    fake <- fake_device()
-    without_linux_probes(threshold_mb = 2, device = if (device) fake$reader, {
-      step <- eager_step(f, x, "native")
-      before <- collections()
-      for (i in 1:150) {
-        # The gradients the backend hands to R: customgrad never sees them.
-        g <- fake$track(step())
-      }
-      made <- collections() - before
-    })
+    made <- fake_device_loop(device)$collections
     # A collection is due every 5 steps or so (2 MB handed to R, or counted
     # on the device; TensorFlow hands R more tensors a step): about 30,
     # neither none nor one a step. What each frees depends on R's collector:

@@ -63,7 +63,6 @@ test_that("a model with a custom-gradient function in a Lambda layer fails at sa
 
 test_that("a customgrad error raised in Python through keras3's own functions gets R's message and the user's call", {
   skip_if_no_backend()
-  # A name no other test registers (test-layers.R registers scale_by_v).
   v <- keras3::keras$Variable(2)
   times_v <- op_custom_gradient(\(x) {
     tuple(op_multiply(x, v), \(upstream) op_multiply(upstream, v))

@@ -157,7 +157,15 @@ def _load_hint(name):
     )
 
 
-class FunctionNotFoundError(WrittenInPython, r_class_base("customgrad_error_load_function")):
+class _LoadError(WrittenInPython):
+    """An error loading a saved custom-gradient layer; ``function`` is the
+    name its function was saved by, or None."""
+
+    def __init__(self, message=None, function=None, **details):
+        super().__init__(message, function=function, **details)
+
+
+class FunctionNotFoundError(_LoadError, r_class_base("customgrad_error_load_function")):
     """A loaded custom-gradient layer needs its function (``function``: its
     saved name, or None): none was supplied and the saved traces can't
     serve the call (``reason`` is "no_traces" or "new_signature")."""
@@ -166,9 +174,6 @@ class FunctionNotFoundError(WrittenInPython, r_class_base("customgrad_error_load
         "no_traces": "It was saved without traces that run without it.",
         "new_signature": "Its saved traces don't serve inputs of this shape or dtype.",
     }
-
-    def __init__(self, message=None, function=None, **details):
-        super().__init__(message, function=function, **details)
 
     def bullets(self):
         d = self.details
@@ -189,7 +194,7 @@ class FunctionNotFoundError(WrittenInPython, r_class_base("customgrad_error_load
         ]
 
 
-class SavedFormatError(WrittenInPython, r_class_base("customgrad_error_load_format")):
+class SavedFormatError(_LoadError, r_class_base("customgrad_error_load_format")):
     """A loaded custom-gradient layer runs on its saved traces, and they
     have a format this customgrad doesn't read (see ``_saving.FORMAT``):
     ``reason`` is "newer" (a newer customgrad saved them), "older" (an
@@ -206,9 +211,6 @@ class SavedFormatError(WrittenInPython, r_class_base("customgrad_error_load_form
         "older": "Load it with the customgrad version that saved it",
         "unknown": "Save the model again where it was made",
     }
-
-    def __init__(self, message=None, function=None, **details):
-        super().__init__(message, function=function, **details)
 
     def bullets(self):
         d = self.details
