@@ -1,4 +1,7 @@
-"""Run a custom-gradient function: through R, or replayed from a trace.
+"""Run an R function: through R, or replayed from a trace.  The one trace
+engine, for custom-gradient functions (:class:`RCalls`, ``f`` and its
+``grad``) and for ``op_grad()``'s and ``op_compile()``'s ``f``
+(:class:`RFunction`, see ``_traced_function``).
 
 Every backend adapter calls ``fn.forward(flat, in_spec)`` and gets
 ``(value leaves, value spec, saved, backward)``: ``saved`` are the tensors
@@ -184,6 +187,35 @@ class RCalls:
             leaves, spec, grad = _bridge.call_forward(self.r_forward, inputs)
         return leaves, spec, list(flat), _RBackward(self.fill_none, in_spec, spec, grad)
 
+    def run_symbolic(self, inputs):
+        """``f``'s value and its ``grad`` for symbolic ``inputs``, run in R
+        while tracing."""
+        reply = _messages.read_forward_reply(
+            _bridge.call_r(self.r_forward, *inputs, count=False, tracing=True)
+        )
+        return reply.value, _bridge.Grad(reply.grad)
+
+
+class RFunction:
+    """Call R's ``r_fn`` (an R function of the arguments, which returns a
+    nest of tensors and takes ``tracing=True``) on every call, for
+    ``op_grad()`` and ``op_compile()``: the backend differentiates or
+    compiles what it does, so there is no ``grad`` and nothing saved."""
+
+    fill_none = False
+
+    def __init__(self, r_fn):
+        self.r_fn = r_fn
+
+    def forward(self, flat, in_spec):
+        value = _bridge.call_r(self.r_fn, *_bridge.pack(in_spec, flat))
+        leaves, spec = flatten(value)
+        return leaves, spec, [], None
+
+    def run_symbolic(self, inputs):
+        value = _bridge.call_r(self.r_fn, *inputs, count=False, tracing=True)
+        return _messages.check_trace_failed(value), None
+
 
 class _RBackward:
     """R's ``grad`` of one forward call; ``saved`` are the flat inputs."""
@@ -217,35 +249,15 @@ class Fallback:
         self.reason = reason
 
 
-class TraceCache:
-    """The traces of one function, at most ``max_traces``, oldest dropped
-    first (R is warned once, with ``warn_retrace``), found by signature or
-    by :func:`inputs_key`: a trace is made on symbolic copies of the inputs,
-    so it serves eager and symbolic inputs of the same nesting, shapes and
-    dtypes alike.  Subclasses set ``cache`` (an OrderedDict), ``by_inputs``
-    (a dict), ``max_traces``, ``traces``, ``warned`` and ``warn_retrace``."""
+class Traced:
+    """Replay traces per input signature; fall back to ``source``, R
+    untraced: :class:`RCalls` (a custom-gradient function) or
+    :class:`RFunction` (``op_grad()``'s and ``op_compile()``'s ``f``).
 
-    def cached(self, key, flat, in_spec):
-        entry = self.cache.get(key)
-        if entry is None:
-            entry = self.by_inputs.get(inputs_key(flat, in_spec))
-        return entry
-
-    def store(self, key, flat, in_spec, entry):
-        if len(self.cache) >= self.max_traces:
-            _, dropped = self.cache.popitem(last=False)
-            self.by_inputs = {
-                k: e for k, e in self.by_inputs.items() if e is not dropped
-            }
-            if not self.warned and self.warn_retrace is not None:
-                self.warned = True
-                _bridge.call_r(self.warn_retrace, self.traces)
-        self.cache[key] = entry
-        self.by_inputs[inputs_key(flat, in_spec)] = entry
-
-
-class Traced(TraceCache):
-    """Replay traces per input signature; fall back to :class:`RCalls`.
+    At most ``max_traces`` are kept, oldest dropped first, found by
+    signature or by :func:`inputs_key`: a trace is made on symbolic copies
+    of the inputs, so it serves eager and symbolic inputs of the same
+    nesting, shapes and dtypes alike.
 
     ``notify(reason)`` is R's callback for the first trace that failed: it
     shows the one-time message.  In strict mode a failed trace raises
@@ -259,14 +271,14 @@ class Traced(TraceCache):
 
     def __init__(
         self,
-        r_calls,
+        source,
         notify,
         warn_retrace,
         strict=False,
         max_traces=DEFAULT_MAX_TRACES,
         host=None,
     ):
-        self.r_calls = r_calls
+        self.source = source  # RCalls or RFunction: R, untraced
         self.host = host  # a _host.HostCalls, for abstract inputs
         self.notify = notify
         self.warn_retrace = warn_retrace
@@ -296,7 +308,7 @@ class Traced(TraceCache):
             # again, so it gets a trace of its own.
             entry = self._trace(key, flat, in_spec, keep=False)
         else:
-            entry = self._lookup(key, flat, in_spec)
+            entry = self.lookup(key, flat, in_spec)
             if entry is None:
                 entry = self._trace(key, flat, in_spec)
         return self.run(entry, flat, in_spec)
@@ -305,9 +317,9 @@ class Traced(TraceCache):
         """Run ``entry`` (a trace, or a signature that calls R) on ``flat``."""
         if isinstance(entry, Fallback):
             if self.host is not None and _host.is_abstract(flat):
-                result = self.host.forward_abstract(self.r_calls, flat, in_spec)
+                result = self.host.forward_abstract(self.source, flat, in_spec)
             else:
-                result = self.r_calls.forward(flat, in_spec)
+                result = self.source.forward(flat, in_spec)
             if entry.reason is not None:
                 reason, entry.reason = entry.reason, None
                 if not self.notified and self.notify is not None:
@@ -328,7 +340,7 @@ class Traced(TraceCache):
                     # function itself, replayed when the trace is done.
                     return pending
             return self._trace(key, flat, in_spec, keep=False)
-        entry = self._lookup(key, flat, in_spec)
+        entry = self.lookup(key, flat, in_spec)
         if entry is None:
             entry = self._trace(key, flat, in_spec)
         return entry
@@ -363,7 +375,7 @@ class Traced(TraceCache):
         self.in_progress.append(pending)
         try:
             with nested_call, replay_safe():
-                entry = Trace(self.r_calls, flat, in_spec, pending)
+                entry = Trace(self.source, flat, in_spec, pending)
         except _messages.TraceFailed as exc:
             entry = Fallback(str(exc))
         except Exception as exc:  # noqa: BLE001 - decided below
@@ -394,9 +406,28 @@ class Traced(TraceCache):
             self.add_general(in_spec, entry)
         return entry
 
-    def _lookup(self, key, flat, in_spec):
-        """The cached entry for these inputs (see :class:`TraceCache`), or
-        a general trace they fit, or None."""
+    def cached(self, key, flat, in_spec):
+        """The entry cached for these inputs, or None."""
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self.by_inputs.get(inputs_key(flat, in_spec))
+        return entry
+
+    def store(self, key, flat, in_spec, entry):
+        if len(self.cache) >= self.max_traces:
+            _, dropped = self.cache.popitem(last=False)
+            self.by_inputs = {
+                k: e for k, e in self.by_inputs.items() if e is not dropped
+            }
+            if not self.warned and self.warn_retrace is not None:
+                self.warned = True
+                _bridge.call_r(self.warn_retrace, self.traces)
+        self.cache[key] = entry
+        self.by_inputs[inputs_key(flat, in_spec)] = entry
+
+    def lookup(self, key, flat, in_spec):
+        """The cached entry for these inputs (see :meth:`cached`), or a
+        general trace they fit, or None."""
         if self.untraced is not None:
             return self.untraced
         entry = self.cached(key, flat, in_spec)
@@ -532,35 +563,35 @@ class Trace:
         "compiled", "nesting", "spec", "fill_none", "value_specs", "input_specs",
     )  # fmt: skip
 
-    def __init__(self, r_calls, flat, in_spec, pending=None):
+    def __init__(self, source, flat, in_spec, pending=None):
         symbolic = [
             KerasTensor(_bridge.static_shape(x), _bridge.dtype_of(x)) for x in flat
         ]
         inputs = _bridge.pack(in_spec, symbolic)
-        reply = _messages.read_forward_reply(
-            _bridge.call_r(r_calls.r_forward, *inputs, count=False, tracing=True)
-        )
-        leaves, spec = flatten(reply.value)
+        value, grad = source.run_symbolic(inputs)
+        leaves, spec = flatten(value)
         leaves = [symbolic_leaf(x) for x in leaves]
         value_specs = [(tuple(x.shape), x.dtype) for x in leaves]
         if pending is not None:
             # grad may call the function itself with these inputs.
             pending.value_specs = value_specs
             pending.spec = spec
-        upstream = [KerasTensor(x.shape, x.dtype) for x in leaves]
-        grads = _bridge.call_grad(
-            _bridge.Grad(reply.grad),
-            _bridge.pack(spec, upstream),
-            inputs,
-            r_calls.fill_none,
-            convert=symbolic_leaf,
-        )
+        upstream, grads = [], []
+        if grad is not None:
+            upstream = [KerasTensor(x.shape, x.dtype) for x in leaves]
+            grads = _bridge.call_grad(
+                grad,
+                _bridge.pack(spec, upstream),
+                inputs,
+                source.fill_none,
+                convert=symbolic_leaf,
+            )
         self.compiled = _program.compile_programs(symbolic, leaves, upstream, grads)
         self.nesting = in_spec
         self.spec = spec
         self.value_specs = value_specs
         self.input_specs = [(tuple(x.shape), x.dtype) for x in symbolic]
-        self.fill_none = r_calls.fill_none
+        self.fill_none = source.fill_none
 
     @classmethod
     def from_parts(cls, **parts):
