@@ -51,11 +51,15 @@ cases <- utils::read.table(
   host-fit         0   20   numpy"
 )
 # The R host op loops (the issue "R's own numerics inside Keras models"):
-# `BENCH_ONLY=host` runs them alone, and their targets.
+# `BENCH_ONLY=host` runs them alone, and their targets. `BENCH_ONLY=small`
+# runs the eager loops at n = 1 alone, where customgrad's own cost per step
+# shows (an A/B of one mechanism, against a full run of the same session).
 host_case <- function(what) grepl("^(exp|besselk|host)-", what)
 only <- Sys.getenv("BENCH_ONLY")
 if (identical(only, "host")) {
   cases <- cases[host_case(cases$what), ]
+} else if (identical(only, "small")) {
+  cases <- cases[cases$what == "eager" & cases$n == 1, ]
 }
 
 load_average <- function() {
@@ -214,9 +218,11 @@ targets <- utils::read.table(
   'R exp() host op, compiled, n = 1e5 / NumPy' 1.1 exp-compiled 1e5 r numpy mean_us
   'fit() through R besselK() / SciPy'       1.2   host-fit     0   r numpy mean_us"
 )
-if (identical(only, "host")) {
-  targets <- targets[host_case(targets$what), ]
+# A partial run (BENCH_ONLY) states the targets and shares of its loops.
+in_run <- function(specs) {
+  specs[paste(specs$what, specs$n) %in% paste(runs$what, runs$n), ]
 }
+targets <- in_run(targets)
 ratio <- function(t, b) {
   get(b, t$what, t$n, t$impl, t$column) / get(b, t$what, t$n, t$base, t$column)
 }
@@ -268,16 +274,16 @@ shares <- rbind(
   'R besselK() host op, compiled, n = 1e5 / SciPy' besselk-compiled 1e5 r  numpy"
   )
 )
-if (identical(only, "host")) {
-  shares <- shares[host_case(shares$what), ]
-}
+shares <- in_run(shares)
 shares$column <- "mean_us"
-shares <- ratio_table(
-  shares,
-  "ratio",
-  function(t) t$label,
-  function(t, ratios) sprintf("%.2fx", ratios)
-)
+shares <- if (nrow(shares)) {
+  ratio_table(
+    shares,
+    "ratio",
+    function(t) t$label,
+    function(t, ratios) sprintf("%.2fx", ratios)
+  )
+}
 
 md_table <- function(df) {
   if ("n" %in% names(df)) {
@@ -330,7 +336,7 @@ writeLines(
     "",
     "Beside them (not targets): the same R code with the log1pexp written in Python (`floor`), against Python, and customgrad against it.",
     "",
-    md_table(shares),
+    if (is.null(shares)) "(none in this run)" else md_table(shares),
     "",
     "## Loops",
     "",
@@ -351,7 +357,7 @@ writeLines(
     "",
     "fit() final loss (Python's and customgrad's must match):",
     "",
-    md_table(losses)
+    if (nrow(losses)) md_table(losses) else "(no fit() in this run)"
   ),
   paste0(out, ".md")
 )

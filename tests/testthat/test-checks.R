@@ -1,54 +1,49 @@
 # The input checkers: each returns its input or signals its classed error,
 # naming the argument as the caller wrote it.
 
-test_that("describe_object() says what a value is, briefly", {
-  expect_identical(customgrad:::describe_object(NULL), "NULL")
-  expect_identical(
-    customgrad:::describe_object(1:3),
-    "an integer vector of length 3"
-  )
-  expect_identical(
-    customgrad:::describe_object(list(1, 2, 3)),
-    "a list of length 3"
-  )
-  expect_identical(customgrad:::describe_object(list()), "an empty list")
-  expect_identical(customgrad:::describe_object(2.5), "a number (2.5)")
-  expect_identical(customgrad:::describe_object("a"), 'a string ("a")')
-  expect_identical(customgrad:::describe_object(function(x) x), "a function")
+test_that("an argument's error says briefly what the value is", {
+  it_is <- function(x) {
+    err <- expect_error(
+      op_custom_gradient(x),
+      class = "customgrad_error_not_function"
+    )
+    sub("^.*It is (.*)\\.$", "\\1", cli::ansi_strip(conditionMessage(err)))
+  }
+  expect_identical(it_is(NULL), "NULL")
+  expect_identical(it_is(1:3), "an integer vector of length 3")
+  expect_identical(it_is(list(1, 2, 3)), "a list of length 3")
+  expect_identical(it_is(list()), "an empty list")
+  expect_identical(it_is(2.5), "a number (2.5)")
+  expect_identical(it_is("a"), 'a string ("a")')
+  err <- expect_error(gradcheck(sin, 1, eps = sin), class = "customgrad_error_bad_argument")
+  expect_match(conditionMessage(err), "It is a function.", fixed = TRUE)
   skip_if_no_backend()
   expect_identical(
-    customgrad:::describe_object(keras3::op_ones(c(2, 3))),
+    it_is(keras3::op_ones(c(2, 3))),
     "a float32 tensor of shape (2, 3)"
   )
-  symbolic <- keras3::keras_input(shape = 4)
   expect_identical(
-    customgrad:::describe_object(symbolic),
+    it_is(keras3::keras_input(shape = 4)),
     "a float32 tensor of shape (?, 4)"
   )
 })
 
-test_that("checkers return their input and name the caller's argument", {
-  check_function <- customgrad:::check_function
-  expect_identical(check_function(sin), sin)
-  my_fun <- function(g) check_function(g)
-  err <- expect_error(my_fun(1), class = "customgrad_error_not_function")
-  expect_match(conditionMessage(err), "`g` must be a function", fixed = TRUE)
-  expect_identical(err$call, quote(my_fun(1)))
-  expect_identical(customgrad:::check_flag("strict", strict = TRUE), "strict")
-  expect_error(
-    customgrad:::check_flag(NA, strict = TRUE),
-    class = "customgrad_error_trace_arg"
-  )
-  expect_identical(customgrad:::check_flag(TRUE), TRUE)
-  expect_error(
-    customgrad:::check_flag(NA),
+test_that("checkers name the caller's argument and call", {
+  err <- expect_error(op_grad(1), class = "customgrad_error_not_function")
+  expect_match(conditionMessage(err), "`f` must be a function", fixed = TRUE)
+  expect_identical(err$call, quote(op_grad(1)))
+  expect_error(op_grad(sin, trace = NA), class = "customgrad_error_trace_arg")
+  expect_error(op_compile(sin, trace = "yes"), class = "customgrad_error_trace_arg")
+  expect_no_error(op_compile(sin, trace = "strict"))
+  err <- expect_error(
+    gradcheck(sin, 1, error = NA),
     class = "customgrad_error_bad_argument"
   )
-  expect_identical(customgrad:::check_tolerance(0, zero = TRUE), 0)
-  expect_error(
-    customgrad:::check_tolerance(0),
-    class = "customgrad_error_bad_argument"
-  )
+  expect_match(conditionMessage(err), "`error` must be", fixed = TRUE)
+  err <- expect_error(gradcheck(sin, 1, eps = 0), class = "customgrad_error_bad_argument")
+  expect_match(conditionMessage(err), "`eps` must be a positive number", fixed = TRUE)
+  err <- expect_error(gradcheck(sin, 1, atol = -1), class = "customgrad_error_bad_argument")
+  expect_match(conditionMessage(err), "`atol` must be a non-negative number", fixed = TRUE)
 })
 
 test_that("an unknown backend name gets rlang's suggestion and customgrad's class", {

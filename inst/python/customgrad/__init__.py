@@ -110,23 +110,22 @@ def custom_gradient(
     core = _trace.RCalls(
         forward, adapter.FILL_NONE, getattr(adapter, "forward_history", None)
     )
-    if trace:
-        core = _trace.Traced(
-            core,
-            notify=notify,
-            warn_retrace=warn_retrace,
-            strict=strict,
-            max_traces=max_traces or _trace.DEFAULT_MAX_TRACES,
-            host=_host.HostCalls(forward, value_like),
-        )
-    else:
-        core = _host.Untraced(core, _host.HostCalls(forward, value_like))
+    core = _trace.Traced(
+        core,
+        notify=notify,
+        warn_retrace=warn_retrace,
+        strict=strict,
+        max_traces=max_traces or _trace.DEFAULT_MAX_TRACES,
+        host=_host.HostCalls(forward, value_like),
+    )
+    if not trace:
+        core.untrace()
     return make_callable(core, adapter)
 
 
 def make_callable(core, adapter):
-    """The differentiable callable over ``core`` (an ``_trace.RCalls`` or
-    ``_trace.Traced``) on ``adapter``'s backend; see :func:`custom_gradient`
+    """The differentiable callable over ``core`` (a ``_trace.Traced``, or
+    what has its ``forward``) on ``adapter``'s backend; see :func:`custom_gradient`
     for its attributes, and ``output_spec(*args)``, its value's symbolic
     tensors for symbolic ``args``."""
     from customgrad import _memory, _operation, errors

@@ -55,21 +55,6 @@ def is_abstract(flat):
     return any(adapter.is_abstract(adapter.dense(x)) for x in flat)
 
 
-class Untraced:
-    """The core of a function with ``trace = FALSE``: R runs on the
-    backend's tensors (``r_calls``, an ``_trace.RCalls``) where they are
-    concrete, and where they are not as ``host`` decides."""
-
-    def __init__(self, r_calls, host):
-        self.r_calls = r_calls
-        self.host = host
-
-    def forward(self, flat, in_spec):
-        if is_abstract(flat):
-            return self.host.forward_abstract(self.r_calls, flat, in_spec)
-        return self.r_calls.forward(flat, in_spec)
-
-
 class HostCalls:
     """R's ``f`` and ``grad`` as host callbacks, with the forward protocol
     of ``_trace.RCalls``: ``forward(flat, in_spec)`` gives the value leaves,

@@ -69,70 +69,47 @@ class Step:
 
 
 class Program:
-    """A flat list of steps; ``run(values)`` fills ``values`` in place.
+    """A flat list of steps; ``run(values)`` fills ``values`` in place,
+    emptying each slot a step wrote once no later step reads it, unless it
+    is in ``keep`` (read after the run)."""
 
-    ``run`` is a Python function written out from the steps (as the
-    standard library's dataclasses write theirs): each step one line of
-    the backend call with its slots and constants in place.  A loop
-    that reads each step's fields costs ~0.4 us a step more, which at
-    n = 1 is a tenth of the step itself.  Writing it costs 30-40 us a
-    step, once per trace (R's call of an operation while tracing costs
-    more).
-    """
-
-    __slots__ = ("steps", "run")
+    __slots__ = ("steps", "_plan")
 
     def __init__(self, steps, keep):
         self.steps = steps
-        self.run = _write_run(steps, set(keep))
+        done_after = _last_reads(steps, set(keep))
+        self._plan = [
+            (step.fn, step.args, step.kwargs, step.slot_args, step.nested,
+             step.outputs, step.single, done_after.get(i, ()))
+            for i, step in enumerate(steps)
+        ]  # fmt: skip
 
     def __len__(self):
         return len(self.steps)
 
-
-def _write_run(steps, keep):
-    """The function that runs ``steps`` on a list of slot values, emptying
-    each slot a step wrote once no later step reads it, unless it is in
-    ``keep`` (read after the run)."""
-    names = {"_CONTAINERS": (list, tuple, dict), "_store": _store, "_call": _call}
-    done_after = _last_reads(steps, keep)
-    lines = ["def run(values):"]
-    for i, step in enumerate(steps):
-        names[f"step{i}"] = step
-        if step.nested:
-            call = f"_call(step{i}, values)"
-        else:
-            names[f"fn{i}"] = step.fn
-            slots = dict(step.slot_args)
-            args = []
-            for position, arg in enumerate(step.args):
-                if position in slots:
-                    args.append(f"values[{slots[position]}]")
-                else:
-                    names[f"arg{i}_{position}"] = arg
-                    args.append(f"arg{i}_{position}")
-            if step.kwargs:
-                args.append(f"**step{i}.kwargs")
-            call = f"fn{i}({', '.join(args)})"
-        lines.append(f"    result = {call}")
-        if step.single:
-            lines.append("    if not isinstance(result, _CONTAINERS):")
-            lines.append(f"        values[{step.outputs[0]}] = result")
-            lines.append("    else:")
-            lines.append(f"        _store(values, step{i}.outputs, result)")
-        else:
-            lines.append(f"    _store(values, step{i}.outputs, result)")
-        if done_after.get(i):
+    def run(self, values):
+        for fn, args, kwargs, slot_args, nested, outputs, single, done in self._plan:
+            if nested:
+                result = fn(
+                    *[_fill(a, values) for a in args],
+                    **{k: _fill(v, values) for k, v in kwargs.items()},
+                )
+            else:
+                if slot_args:
+                    args = list(args)
+                    for position, slot in slot_args:
+                        args[position] = values[slot]
+                result = fn(*args, **kwargs)
+            if single and not isinstance(result, (list, tuple, dict)):
+                values[outputs[0]] = result
+            else:
+                for slot, value in zip(outputs, keras.tree.flatten(result)):
+                    values[slot] = value
             # As Python frees a temporary: at n = 1e6 on TensorFlow a
             # program holding every slot to its end took 1.39x Python's
             # step against 1.17-1.22x (bench/README.md).
-            cleared = " = ".join(f"values[{s}]" for s in done_after[i])
-            lines.append(f"    {cleared} = None")
-    if not steps:
-        lines.append("    pass")
-    code = compile("\n".join(lines), "<customgrad program>", "exec")
-    exec(code, names)
-    return names["run"]
+            for slot in done:
+                values[slot] = None
 
 
 def _last_reads(steps, keep):
@@ -150,18 +127,6 @@ def _last_reads(steps, keep):
         if slot not in keep:
             done_after.setdefault(i, []).append(slot)
     return done_after
-
-
-def _call(step, values):
-    """A step whose arguments hold tensors inside lists or dicts."""
-    args = [_fill(a, values) for a in step.args]
-    kwargs = {k: _fill(v, values) for k, v in step.kwargs.items()}
-    return step.fn(*args, **kwargs)
-
-
-def _store(values, outputs, result):
-    for slot, value in zip(outputs, keras.tree.flatten(result)):
-        values[slot] = value
 
 
 def _fill(arg, values):
@@ -317,11 +282,11 @@ def _step(call, slots):
     for i, a in enumerate(args):
         if isinstance(a, KerasTensor):
             slot_args.append((i, slots[id(a)]))
-        elif _holds_tensor(a):
+        elif holds(a, KerasTensor):
             args[i] = Nested(_template(a, slots))
             nested = True
     for k, v in kwargs.items():
-        if isinstance(v, KerasTensor) or _holds_tensor(v):
+        if holds(v, KerasTensor):
             kwargs[k] = Nested(_template(v, slots))
             nested = True
     if nested:
@@ -358,13 +323,15 @@ def _native_arithmetic(call):
     return native
 
 
-def _holds_tensor(a):
-    if isinstance(a, KerasTensor):
+def holds(a, kind):
+    """Whether ``a`` is an instance of ``kind`` or holds one inside lists,
+    tuples or dicts (a trace's symbolic tensor, a saved step's slot)."""
+    if isinstance(a, kind):
         return True
     if isinstance(a, (list, tuple)):
-        return any(_holds_tensor(x) for x in a)
+        return any(holds(x, kind) for x in a)
     if isinstance(a, dict):
-        return any(_holds_tensor(x) for x in a.values())
+        return any(holds(x, kind) for x in a.values())
     return False
 
 

@@ -220,28 +220,21 @@ def _load_step(data):
     args = [_load_value(a) for a in data["args"]]
     kwargs = {k: _load_value(v) for k, v in data["kwargs"].items()}
     slot_args = []
-    nested = any(_holds_slot(v) for v in kwargs.values()) or any(
-        _holds_slot(a) and not isinstance(a, _program.Slot) for a in args
+    def holds_slot(a):
+        return _program.holds(a, _program.Slot)
+
+    nested = any(holds_slot(v) for v in kwargs.values()) or any(
+        holds_slot(a) and not isinstance(a, _program.Slot) for a in args
     )
     if nested:
-        args = [_program.Nested(a) if _holds_slot(a) else a for a in args]
-        kwargs = {k: _program.Nested(v) if _holds_slot(v) else v for k, v in kwargs.items()}
+        args = [_program.Nested(a) if holds_slot(a) else a for a in args]
+        kwargs = {k: _program.Nested(v) if holds_slot(v) else v for k, v in kwargs.items()}
     else:
         for i, a in enumerate(args):
             if isinstance(a, _program.Slot):
                 slot_args.append((i, a.index))
                 args[i] = None
     return _program.Step(fn, tuple(args), kwargs, slot_args, nested, data["outputs"])
-
-
-def _holds_slot(a):
-    if isinstance(a, _program.Slot):
-        return True
-    if isinstance(a, (list, tuple)):
-        return any(_holds_slot(x) for x in a)
-    if isinstance(a, dict):
-        return any(_holds_slot(x) for x in a.values())
-    return False
 
 
 def _save_value(x):
