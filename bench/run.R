@@ -275,7 +275,7 @@ shares <- rbind(
   )
 )
 shares <- in_run(shares)
-shares$column <- "mean_us"
+shares$column <- rep("mean_us", nrow(shares))
 shares <- if (nrow(shares)) {
   ratio_table(
     shares,

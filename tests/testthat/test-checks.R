@@ -15,7 +15,10 @@ test_that("an argument's error says briefly what the value is", {
   expect_identical(it_is(list()), "an empty list")
   expect_identical(it_is(2.5), "a number (2.5)")
   expect_identical(it_is("a"), 'a string ("a")')
-  err <- expect_error(gradcheck(sin, 1, eps = sin), class = "customgrad_error_bad_argument")
+  err <- expect_error(
+    gradcheck(sin, 1, eps = function(x) x),
+    class = "customgrad_error_bad_argument"
+  )
   expect_match(conditionMessage(err), "It is a function.", fixed = TRUE)
   skip_if_no_backend()
   expect_identical(
@@ -33,17 +36,34 @@ test_that("checkers name the caller's argument and call", {
   expect_match(conditionMessage(err), "`f` must be a function", fixed = TRUE)
   expect_identical(err$call, quote(op_grad(1)))
   expect_error(op_grad(sin, trace = NA), class = "customgrad_error_trace_arg")
-  expect_error(op_compile(sin, trace = "yes"), class = "customgrad_error_trace_arg")
+  expect_error(
+    op_compile(sin, trace = "yes"),
+    class = "customgrad_error_trace_arg"
+  )
   expect_no_error(op_compile(sin, trace = "strict"))
   err <- expect_error(
     gradcheck(sin, 1, error = NA),
     class = "customgrad_error_bad_argument"
   )
   expect_match(conditionMessage(err), "`error` must be", fixed = TRUE)
-  err <- expect_error(gradcheck(sin, 1, eps = 0), class = "customgrad_error_bad_argument")
-  expect_match(conditionMessage(err), "`eps` must be a positive number", fixed = TRUE)
-  err <- expect_error(gradcheck(sin, 1, atol = -1), class = "customgrad_error_bad_argument")
-  expect_match(conditionMessage(err), "`atol` must be a non-negative number", fixed = TRUE)
+  err <- expect_error(
+    gradcheck(sin, 1, eps = 0),
+    class = "customgrad_error_bad_argument"
+  )
+  expect_match(
+    conditionMessage(err),
+    "`eps` must be a positive number",
+    fixed = TRUE
+  )
+  err <- expect_error(
+    gradcheck(sin, 1, atol = -1),
+    class = "customgrad_error_bad_argument"
+  )
+  expect_match(
+    conditionMessage(err),
+    "`atol` must be a non-negative number",
+    fixed = TRUE
+  )
 })
 
 test_that("an unknown backend name gets rlang's suggestion and customgrad's class", {
