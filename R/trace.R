@@ -65,6 +65,15 @@ reply_trace_failed_on_error <- function(expr) {
     if (inherits(cnd, "customgrad_error_trace_read")) {
       return(trace_failed_reply(conditionMessage(cnd)))
     }
+    # A function f calls that R runs at every call, run on the backend's
+    # placeholders to infer its value's shape, read their values: untraced,
+    # f gives it values.
+    if (needs_values(cnd)) {
+      return(trace_failed_reply(paste(
+        "A custom-gradient function it calls can't be traced, and reads",
+        "its inputs' values."
+      )))
+    }
     # customgrad's own checks, and errors the user's code raised with a
     # class of its own (rlang::abort(class = )): meant, not a limit of
     # tracing, so raised at once.
@@ -78,6 +87,14 @@ reply_trace_failed_on_error <- function(expr) {
     }
     trace_failed_reply(fallback_reason(cnd))
   })
+}
+
+# Whether `cnd` says that a tensor's values were needed where there are
+# none: a symbolic tensor read in R, or an R host op without `value_like`.
+needs_values <- function(cnd) {
+  inherits(cnd, "customgrad_error_symbolic_tensor") ||
+    inherits(cnd, "customgrad_error_value_like") &&
+      identical(cnd$details$problem, "missing")
 }
 
 # A condition's message; a Python error's as Python writes it, without the
