@@ -401,19 +401,12 @@ class Traced:
             raise TraceError(reason=entry.reason)
         if not keep:
             return entry
-        self.store(key, flat, in_spec, entry)
+        self._store(key, flat, in_spec, entry)
         if isinstance(entry, Trace) and entry.is_general:
             self.add_general(in_spec, entry)
         return entry
 
-    def cached(self, key, flat, in_spec):
-        """The entry cached for these inputs, or None."""
-        entry = self.cache.get(key)
-        if entry is None:
-            entry = self.by_inputs.get(inputs_key(flat, in_spec))
-        return entry
-
-    def store(self, key, flat, in_spec, entry):
+    def _store(self, key, flat, in_spec, entry):
         if len(self.cache) >= self.max_traces:
             _, dropped = self.cache.popitem(last=False)
             self.by_inputs = {
@@ -426,11 +419,14 @@ class Traced:
         self.by_inputs[inputs_key(flat, in_spec)] = entry
 
     def lookup(self, key, flat, in_spec):
-        """The cached entry for these inputs (see :meth:`cached`), or a
-        general trace they fit, or None."""
+        """The entry cached for these inputs' signature, or for inputs of
+        another kind with their nesting, shapes and dtypes, or a general
+        trace they fit, or None."""
         if self.untraced is not None:
             return self.untraced
-        entry = self.cached(key, flat, in_spec)
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self.by_inputs.get(inputs_key(flat, in_spec))
         if entry is None:
             entry = self._general_match(key, flat, in_spec)
         return entry
