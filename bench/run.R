@@ -54,13 +54,21 @@ cases <- utils::read.table(
 # `BENCH_ONLY=host` runs them alone, and their targets. `BENCH_ONLY=small`
 # runs the eager loops at n = 1 alone, where customgrad's own cost per step
 # shows (an A/B of one mechanism, against a full run of the same session).
+# `BENCH_ONLY=memory` runs the loops of the memory targets alone (n = 1e6
+# and 1e7: Python, the harness, op_grad()), for the ablations of the memory
+# rules; `BENCH_LABEL` names what a run measures in its summary.
 host_case <- function(what) grepl("^(exp|besselk|host)-", what)
 only <- Sys.getenv("BENCH_ONLY")
 if (identical(only, "host")) {
   cases <- cases[host_case(cases$what), ]
 } else if (identical(only, "small")) {
   cases <- cases[cases$what == "eager" & cases$n == 1, ]
+} else if (identical(only, "memory")) {
+  cases <- cases[
+    cases$what == "eager" & cases$n > 1 & cases$impl != "floor",
+  ]
 }
+label <- Sys.getenv("BENCH_LABEL")
 
 load_average <- function() {
   if (!file.exists("/proc/loadavg")) {
@@ -305,9 +313,10 @@ losses <- summary[
 writeLines(
   c(
     sprintf(
-      "# make bench, %s UTC, at %s",
+      "# make bench, %s UTC, at %s%s",
       format(started, "%Y-%m-%d %H:%M", tz = "UTC"),
-      commit
+      commit,
+      if (nzchar(label)) paste0(": ", label) else ""
     ),
     "",
     sprintf(
