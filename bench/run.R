@@ -228,7 +228,11 @@ targets <- utils::read.table(
 )
 # A partial run (BENCH_ONLY) states the targets and shares of its loops.
 in_run <- function(specs) {
-  specs[paste(specs$what, specs$n) %in% paste(runs$what, runs$n), ]
+  ran <- paste(runs$what, runs$n, runs$impl)
+  specs[
+    paste(specs$what, specs$n, specs$impl) %in% ran &
+      paste(specs$what, specs$n, specs$base) %in% ran,
+  ]
 }
 targets <- in_run(targets)
 ratio <- function(t, b) {
