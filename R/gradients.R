@@ -79,7 +79,11 @@
 #' rather than an eager call per operation.
 #'
 #' @section Errors:
-#' Errors in `f` reach the caller as the original condition. customgrad's
+#' Errors in `f` reach the caller as the original condition. While `f` is
+#' traced, one with a class of its own (`rlang::abort(class = )`, or
+#' customgrad's) is raised at once; a plain `stop()` there is taken for
+#' something tracing can't hold (see "When R runs"), and the call that runs
+#' `f` in R then raises it. customgrad's
 #' own errors inherit `customgrad_error`: `customgrad_error_wrt` (a `wrt`
 #' that is not an argument), `customgrad_error_not_scalar` (`f` returned
 #' more than one number without `upstream`), `customgrad_error_upstream`

@@ -289,13 +289,13 @@ state_callback <- function(state, fn) {
 # since the last collection: R's
 # references are what keeps them alive. The grad callbacks Python has
 # dropped go first, so that the values of f they hold are garbage now
-# rather than promoted to an older generation by this collection.
-# `full`: the minor collection before it kept too much (_memory.py).
-collect_garbage <- function(full = FALSE) {
+# rather than promoted to an older generation by this collection, a minor
+# one (_memory.py).
+collect_garbage <- function() {
   if (isTRUE(the$py_ready)) {
     release_grads(the$py_module$take_released())
   }
-  gc(full = full, verbose = gcinfo(NA)) # reported when gcinfo(TRUE) is on
+  gc(full = FALSE, verbose = gcinfo(NA)) # reported when gcinfo(TRUE) is on
   invisible(NULL)
 }
 

@@ -176,6 +176,24 @@ test_that("an R environment f uses otherwise is followed through all its fields"
   )
 })
 
+test_that("op_grad() of f reading every field of an R environment sees a field added", {
+  skip_if_no_backend()
+  cfg <- new.env()
+  cfg$a <- 1
+  cfg$b <- 2
+  total <- function(env) Reduce(`+`, mget(ls(env), envir = env))
+  g <- op_grad(function(x) op_sum(x * total(cfg)))
+  x <- op_convert_to_tensor(c(1, 1))
+  expect_tensor(g(x), c(3, 3))
+  expect_no_message(expect_tensor(g(x), c(3, 3))) # replayed
+  cfg$c <- 4 # no field f read changed, but f reads this one too
+  expect_message(
+    expect_tensor(g(x), c(7, 7)),
+    "`cfg` has changed since",
+    class = "customgrad_message_fallback"
+  )
+})
+
 test_that("Python objects and the global environment are not followed as fields", {
   skip_if_no_backend()
   w <- op_convert_to_tensor(c(1, 2))

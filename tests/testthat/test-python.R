@@ -9,9 +9,9 @@ test_that("tensors handed to R are collected once their bytes pass the threshold
   memory <- bytes_only_collections()
   collected <- 0
   memory$set_collector(
-    customgrad:::r_callback(function(full) {
+    customgrad:::r_callback(function() {
       collected <<- collected + 1
-      customgrad:::collect_garbage(full)
+      customgrad:::collect_garbage()
     }),
     4000
   )

@@ -43,8 +43,9 @@ afterwards:
   counted; the rules inside the call do not collect. A due boundary after
   that collects at once.
 
-When a minor collection kept more than half the threshold of what came
-into use since the one before, by the memory count, a full one follows.
+Collections are minor ones; R's own level-1 collections free what they
+promoted. (A full one after a minor one that kept much freed nothing more
+in bench/README.md's ablations, and cost a full ``gc()``.)
 """
 
 import threading
@@ -61,7 +62,6 @@ _state = {
     "defer": None,  # tells R to collect before its next call (or None)
     "deferred": False,  # R was told and has not collected yet
     "collections": 0,
-    "full_collections": 0,
     "seconds": 0.0,  # spent in collections, finalizers included
     "memory_base": None,  # the memory count after the last collection
     "backward_expected": False,  # a rule ran since the last forward collection
@@ -161,7 +161,7 @@ def _due(factor=1):
 
 
 def set_collector(collect, threshold_bytes, defer=None):
-    """Register R's collector callback, ``collect(full)``, the threshold in
+    """Register R's collector callback, ``collect()``, the threshold in
     bytes, and ``defer()``, which tells R to call :func:`collect_deferred`
     before its next call into Python."""
     _state["collect"] = collect
@@ -174,15 +174,13 @@ def set_collector(collect, threshold_bytes, defer=None):
 
 
 def stats():
-    """Bytes counted since the last collection, collections so far (all,
-    and full ones), and the seconds they took: R's collector and the
-    finalizers it runs, which release the Python objects (R's own
-    ``gc.time()`` leaves those out, and freeing a step's tensors can take
-    longer than the collection itself)."""
+    """Bytes counted since the last collection, collections so far, and
+    the seconds they took: R's collector and the finalizers it runs, which
+    release the Python objects (R's own ``gc.time()`` leaves those out, and
+    freeing a step's tensors can take longer than the collection itself)."""
     return {
         "bytes": _state["bytes"],
         "collections": _state["collections"],
-        "full_collections": _state["full_collections"],
         "seconds": _state["seconds"],
     }
 
@@ -264,14 +262,8 @@ def _collect():
     _state["collections"] += 1
     started = time.perf_counter()
     with _interrupts.held():
-        _state["collect"](False)
-        now, before = _memory_now(fresh=True), _state["memory_base"]
-        if None not in (now, before) and now - before > _state["threshold"] / 2:
-            # The minor collection kept too much (see above).
-            _state["full_collections"] += 1
-            _state["collect"](True)
-            now = _memory_now(fresh=True)
-        _state["memory_base"] = now
+        _state["collect"]()
+    _state["memory_base"] = _memory_now(fresh=True)
     _state["seconds"] += time.perf_counter() - started
 
 

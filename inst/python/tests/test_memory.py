@@ -13,10 +13,8 @@ from fake_device import FakeDevice  # noqa: E402
 
 
 def minor_collections(calls):
-    """A collector recording its minor collections (a full one may follow
-    each, as the process's memory moves by more than these tests' tiny
-    thresholds)."""
-    return lambda full: None if full else calls.append(1)
+    """A collector recording its collections."""
+    return lambda: calls.append(1)
 
 
 def test_results_are_counted_and_collected_at_the_next_boundary_only():
@@ -89,7 +87,7 @@ def test_collections_are_timed_with_what_the_collector_runs(monkeypatch):
     clock = [100.0]
     monkeypatch.setattr(_memory.time, "perf_counter", lambda: clock[0])
 
-    def collector(full):
+    def collector():
         clock[0] += 2.0
 
     _memory.set_collector(collector, 1000)
@@ -99,8 +97,7 @@ def test_collections_are_timed_with_what_the_collector_runs(monkeypatch):
         _memory.at_boundary()
         after = _memory.stats()
         assert after["collections"] == before["collections"] + 1
-        # one collection, or two when a full one follows the minor one
-        assert after["seconds"] - before["seconds"] in (2.0, 4.0)
+        assert after["seconds"] - before["seconds"] == 2.0
     finally:
         _memory.set_collector(None, 64 * 2**20)
 
@@ -132,69 +129,24 @@ def test_memory_growth_makes_a_collection_due(monkeypatch):
         _memory.set_collector(None, 64 * 2**20)
 
 
-class FakeCollector:
-    """R's collector over a fake memory count: records ``"minor"`` and
-    ``"full"`` in ``calls`` and takes ``freed[full]`` off ``used[0]``."""
-
-    def __init__(self, used, freed):
-        self.used, self.freed, self.calls = used, freed, []
-
-    def __call__(self, full):
-        self.calls.append("full" if full else "minor")
-        self.used[0] -= self.freed[full]
-
-
-@pytest.fixture
-def fake_memory(monkeypatch):
-    """``fake_memory(used, freed)``: a memory count reading ``used[0]`` (the
-    test changes it), and a FakeCollector registered with a threshold of
-    1,000 bytes."""
-
-    def fake(used, freed):
-        monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: used[0])
-        collector = FakeCollector(used, freed)
-        _memory.set_collector(collector, 1000)
-        return collector
-
-    yield fake
-    _memory.set_collector(None, 64 * 2**20)
-
-
-def test_a_full_collection_follows_a_minor_one_that_kept_much(fake_memory):
-    used = [1_000_000]
-    # Only a full one frees much.
-    collector = fake_memory(used, {False: 200, True: 1500})
-    _memory.at_boundary()  # takes the baseline
-    used[0] += 1001
-    _memory.at_boundary()
-    assert collector.calls == ["minor", "full"]  # kept 801 of the 1001: > 500
-    used[0] += 1001
-    _memory.at_boundary()  # the level after the full one is the base
-    assert collector.calls == ["minor", "full", "minor", "full"]
-
-
-def test_a_minor_collection_that_keeps_little_runs_alone(fake_memory):
-    used = [1_000_000]
-    collector = fake_memory(used, {False: 700, True: 1001})
-    _memory.at_boundary()  # takes the baseline
-    for _ in range(5):
-        used[0] += 1001
-        _memory.at_boundary()  # kept 301 each time: < 500
-    assert collector.calls == ["minor"] * 5
-
-
-def test_a_first_collection_before_any_baseline_takes_it(fake_memory):
-    used = [1_000_000]
-    # A minor one keeps everything.
-    collector = fake_memory(used, {False: 0, True: 2500})
-    # Due by the bytes handed to R before any reading took the baseline:
-    # the collection takes it.
-    _memory.handed_to_r(keras.ops.ones((300,)))  # 1,200 bytes
-    _memory.at_boundary()
-    assert collector.calls == ["minor"]
-    used[0] += 2500
-    _memory.at_boundary()
-    assert collector.calls == ["minor", "minor", "full"]  # kept 2,500: > 500
+def test_a_first_collection_before_any_baseline_takes_it(monkeypatch):
+    used, calls = [1_000_000], []
+    monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: used[0])
+    _memory.set_collector(minor_collections(calls), 1000)
+    try:
+        # Due by the bytes handed to R before any reading took the
+        # baseline: the collection takes it.
+        _memory.handed_to_r(keras.ops.ones((300,)))  # 1,200 bytes
+        _memory.at_boundary()
+        assert calls == [1]
+        used[0] += 1000
+        _memory.at_boundary()
+        assert calls == [1]  # grown by the threshold from there, not past it
+        used[0] += 1
+        _memory.at_boundary()
+        assert calls == [1, 1]
+    finally:
+        _memory.set_collector(None, 64 * 2**20)
 
 
 def test_the_memory_count_is_the_devices_where_the_backend_has_one(monkeypatch):
@@ -231,8 +183,8 @@ class FakeR:
     def __init__(self):
         self.held, self.calls = [], []
 
-    def collect(self, full):
-        self.calls.append("full" if full else "minor")
+    def collect(self):
+        self.calls.append("minor")
         self.held.clear()
 
 
@@ -477,7 +429,7 @@ def test_jax_runs_a_due_collection_in_the_eager_backward_pass(monkeypatch):
     # Whether the step's forward code had returned at each collection.
     returned, seen = [False], []
     monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
-    _memory.set_collector(lambda full: full or seen.append(returned[0]), 1000)
+    _memory.set_collector(lambda: seen.append(returned[0]), 1000)
     h = customgrad.custom_gradient(log1pexp_forward)
 
     def loss(v):
