@@ -69,10 +69,11 @@ customgrad_config <- function() {
 # On Linux the BLAS R loads first provides `sgemm_` to the whole process,
 # and PyTorch's x86-64 wheels call their own (MKL's) by that name, so
 # PyTorch's CPU matrix products run on R's BLAS (ELF symbol interposition,
-# measured in bench/README.md); macOS and Windows bind each library to its
-# own. The reference BLAS is told by its file, as Debian and Ubuntu install
-# it (`.../blas/libblas.so.3`); the optimised ones (OpenBLAS, MKL, BLIS,
-# FlexiBLAS) and other layouts are not flagged.
+# measured in bench/results/2026-11-28-to-12-01-history.md); macOS and
+# Windows bind each library to its own. The reference BLAS is told by its
+# file, as Debian and Ubuntu install it (`.../blas/libblas.so.3`); the
+# optimised ones (OpenBLAS, MKL, BLIS, FlexiBLAS) and other layouts are
+# not flagged.
 blas_note <- function(
   blas,
   sysname = Sys.info()[["sysname"]],

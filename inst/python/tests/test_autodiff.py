@@ -287,7 +287,7 @@ def test_a_call_from_r_whose_result_makes_a_collection_due_tells_r_at_once(
     # threshold is passed by the results and nothing else.
     monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
     calls, told = [], []
-    _memory.set_collector(calls.append, 1000, lambda: told.append(1))
+    _memory.set_collector(lambda: calls.append(1), 1000, lambda: told.append(1))
     try:
         grad = _autodiff.value_and_grad(sum_sin, grads_only=True)
         grad(None, tensor(np.zeros(100)))  # 404 bytes back: not due
@@ -301,6 +301,6 @@ def test_a_call_from_r_whose_result_makes_a_collection_due_tells_r_at_once(
             TracedFunction(lambda x, tracing=False: x * 2)
         )
         compiled([tensor(np.zeros(300))])  # 1,200 bytes back: due
-        assert (calls, told) == ([False], [1, 1])
+        assert (calls, told) == ([1], [1, 1])
     finally:
         _memory.set_collector(None, 64 * 2**20)
