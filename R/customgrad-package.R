@@ -59,8 +59,8 @@
 #' know a tensor's size. So customgrad runs a minor `gc()` (a few ms) once
 #' the tensors it handed to R, or the memory the backend counts on its
 #' device, grew by `getOption("customgrad.gc_threshold_mb", 64)` megabytes
-#' since the last collection, and a full one when the minor one freed too
-#' little. It runs them where R holds nothing of the step in progress (a
+#' since the last collection (R's own collections take what a minor one
+#' keeps). It runs them where R holds nothing of the step in progress (a
 #' custom gradient's rule in the backward pass, the start of the next
 #' call). The device's count is the backend's (TensorFlow's and PyTorch's
 #' allocators on a GPU, JAX's on every device); on a CPU, where TensorFlow
