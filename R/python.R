@@ -289,8 +289,8 @@ state_callback <- function(state, fn) {
 # since the last collection: R's
 # references are what keeps them alive. The grad callbacks Python has
 # dropped go first, so that the values of f they hold are garbage now
-# rather than promoted to an older generation by this collection, a minor
-# one (_memory.py).
+# rather than promoted to an older generation by this minor collection
+# (_memory.py says why minor).
 collect_garbage <- function() {
   if (isTRUE(the$py_ready)) {
     release_grads(the$py_module$take_released())
