@@ -18,3 +18,6 @@ the$grad_handle <- 0 # the last handle given to a grad callback
 the$collection_deferred <- FALSE # R collects before its next call (python.R)
 the$tracing <- 0L # depth of f or grad running on symbolic tensors (trace.R)
 the$ready_made <- new.env(parent = emptyenv()) # ready-made ops by parameters
+# Set once a JAX run of several processes is joined: its finalizer leaves the
+# run at R's exit (distributed.R).
+the$leaves_run <- NULL

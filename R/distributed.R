@@ -22,7 +22,9 @@
 #' the script, after [keras3::use_backend()] and before any other Keras
 #' code. It starts Python (without importing Keras); with the JAX backend
 #' and several processes it also imports JAX, which waits until every
-#' process has joined.
+#' process has joined. At R's exit each process leaves the run and waits
+#' for the others to leave, so process 0, which hosts the coordinator,
+#' ends last.
 #'
 #' The defaults come from the environment variables Keras' own
 #' `keras.distribution.initialize()` reads, so a launcher can set them and
@@ -138,12 +140,32 @@ arrange_distributed <- function(backend, settings, call = rlang::caller_env()) {
         # The import runs the join (see _distributed.py), and keras3's
         # import hooks start Keras after it.
         reticulate::import("jax")
+        leave_run_at_exit()
       }
     },
     customgrad_error_distributed_started = function(cnd) {
       abort_distributed_started(backend, call)
     }
   )
+}
+
+# JAX leaves a run of several processes from Python's atexit hooks
+# (jax._src.api.clean_up), waiting there for every process to leave; R ends
+# without running them (reticulate does not finalize Python), so process 0,
+# which hosts the coordinator, ended first and the others were killed
+# mid-run. R's own exit finalizer leaves instead.
+leave_run_at_exit <- function() {
+  if (is.null(the$leaves_run)) {
+    the$leaves_run <- new.env(parent = emptyenv())
+    reg.finalizer(
+      the$leaves_run,
+      function(e) {
+        try(reticulate::import("jax")$distributed$shutdown(), silent = TRUE)
+      },
+      onexit = TRUE
+    )
+  }
+  invisible()
 }
 
 # What each backend can arrange: several processes only JAX, devices not

@@ -15,21 +15,16 @@ free_port <- function() {
   stop("No free port found.")
 }
 
-# Start one run of the example script; `id` NULL: alone.
-start_example_process <- function(
-  steps,
-  weights,
+# Start `script` with `args` as process `id` of a JAX run of `processes`
+# coordinated on `port` of this host; `id` NULL: alone.
+start_jax_process <- function(
+  script,
+  args,
   processes,
   id,
   port,
-  libpath
+  libpath = .libPaths()
 ) {
-  script <- system.file(
-    "examples",
-    "distributed-train.R",
-    package = "customgrad",
-    mustWork = TRUE
-  )
   run_env <- if (is.null(id)) {
     character()
   } else {
@@ -41,7 +36,7 @@ start_example_process <- function(
   }
   processx::process$new(
     file.path(R.home("bin"), "Rscript"),
-    c(script, steps, weights),
+    c(script, args),
     env = c(
       "current",
       KERAS_BACKEND = "jax",
@@ -72,26 +67,23 @@ run_distributed_example <- function(
     dir,
     c(sprintf("process-%d.rds", seq_len(processes) - 1L), "alone.rds")
   )
-  runs <- c(
-    lapply(seq_len(processes) - 1L, function(id) {
-      start_example_process(
-        steps,
-        files[[id + 1L]],
-        processes,
-        id,
-        port,
-        libpath
-      )
-    }),
-    list(start_example_process(
-      steps,
-      files[[processes + 1L]],
-      1L,
-      NULL,
+  script <- system.file(
+    "examples",
+    "distributed-train.R",
+    package = "customgrad",
+    mustWork = TRUE
+  )
+  ids <- c(as.list(seq_len(processes) - 1L), list(NULL)) # NULL: alone
+  runs <- lapply(seq_along(ids), function(i) {
+    start_jax_process(
+      script,
+      c(steps, files[[i]]),
+      if (is.null(ids[[i]])) 1L else processes,
+      ids[[i]],
       port,
       libpath
-    ))
-  )
+    )
+  })
   deadline <- Sys.time() + timeout
   output <- vapply(
     runs,

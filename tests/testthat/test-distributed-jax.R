@@ -38,3 +38,41 @@ test_that("2 JAX processes agree, and match one process on the combined batches"
   expect_match(run$output[[1]], "process 0 of 2: loss")
   expect_match(run$output[[2]], "process 1 of 2: loss")
 })
+
+test_that("process 0 of a JAX run waits at R's exit for the others to finish", {
+  skip_unless_backend("jax")
+  skip_if_not_installed("processx")
+  # Process 1 works on for seconds after process 0 has nothing left to do.
+  script <- tempfile(fileext = ".R")
+  on.exit(unlink(script), add = TRUE)
+  writeLines(
+    c(
+      "library(keras3)",
+      "use_backend('jax')",
+      "library(customgrad)",
+      "id <- use_distributed()$process_id",
+      "if (id == 1) Sys.sleep(8)",
+      "cat('process', id, 'done:', as.numeric(op_sum(op_ones(3))), '\\n')"
+    ),
+    script
+  )
+  port <- free_port()
+  runs <- lapply(0:1, function(id) {
+    start_jax_process(script, character(), 2L, id, port)
+  })
+  for (run in runs) {
+    run$wait(120000)
+    if (run$is_alive()) run$kill_tree()
+  }
+  output <- vapply(
+    runs,
+    function(run) paste(run$read_all_output_lines(), collapse = "\n"),
+    ""
+  )
+  expect_match(output[[1]], "process 0 done: 3")
+  expect_match(output[[2]], "process 1 done: 3")
+  expect_identical(
+    vapply(runs, function(run) run$get_exit_status(), 1L),
+    c(0L, 0L)
+  )
+})
