@@ -1,28 +1,58 @@
 # `make test`: the testthat suite once per backend, each in its own R
-# process, and pytest for the Python module once per backend; then one line
-# of totals. With CI=true a skipped test fails the run: a backend that can't
-# run is a failure there, never a pass.
+# process, pytest for the Python module once per backend, and the Python
+# requirements on every platform; then one line of totals. The runs are
+# independent processes, so they run side by side, TEST_JOBS at a time, the
+# longest first; each run's output is printed whole when it ends, with how
+# long it took. By default the three testthat suites, about equally long,
+# start together even on 2 cores (on 2026-12-04, 2 cores: 14:22 one at a
+# time, 8:51 two at a time, 8:02 three; tests/README.md). With CI=true a
+# skipped test fails the run: a backend that can't run is a failure there,
+# never a pass.
 # Usage: Rscript tools/run-tests.R tensorflow jax torch
 backends <- commandArgs(trailingOnly = TRUE)
 # The development Python, chosen by the Makefile (RETICULATE_PYTHON).
 python <- Sys.getenv("RETICULATE_PYTHON", ".setup/venv/bin/python")
 ci <- identical(Sys.getenv("CI"), "true")
-
-totals <- c(passed = 0, failed = 0, skipped = 0)
-add <- function(counts, what) {
-  cat(sprintf(
-    "-- %s: %d passed, %d failed, %d skipped\n",
-    what,
-    counts[[1]],
-    counts[[2]],
-    counts[[3]]
-  ))
-  totals <<- totals + counts
+jobs <- as.integer(Sys.getenv(
+  "TEST_JOBS",
+  max(parallel::detectCores(), length(backends))
+))
+if (is.na(jobs) || jobs < 1L) {
+  stop(
+    "TEST_JOBS must be a positive whole number, not '",
+    Sys.getenv("TEST_JOBS"),
+    "'."
+  )
 }
 
+# Counts (passed, failed, skipped) from a file of three numbers that a run
+# writes; a run that died before writing it counts as one failure.
+counts_in <- function(file) {
+  if (file.exists(file)) scan(file, quiet = TRUE) else c(0, 1, 0)
+}
+
+# Counts from pytest's JUnit report.
+junit_counts <- function(file) {
+  if (!file.exists(file)) {
+    return(c(0, 1, 0)) # no report: pytest did not run
+  }
+  suite <- xml2::xml_find_first(xml2::read_xml(file), "//testsuite")
+  n <- function(name) as.numeric(xml2::xml_attr(suite, name))
+  failed <- n("failures") + n("errors")
+  c(n("tests") - failed - n("skipped"), failed, n("skipped"))
+}
+
+# One run: what it is, the command, its environment, and how to read its
+# counts once it has ended.
+run <- function(what, command, args, env = character(), counts) {
+  list(what = what, command = command, args = args, env = env, counts = counts)
+}
+
+runs <- list()
 for (backend in backends) {
   counts_file <- tempfile()
-  status <- system2(
+  runs[[length(runs) + 1L]] <- run(
+    paste("testthat", backend),
     "Rscript",
     c(
       "tools/test-backend.R",
@@ -30,23 +60,17 @@ for (backend in backends) {
       counts_file,
       if (backend == backends[[1]]) "once" # test-*-once.R files
     ),
-    env = paste0("KERAS_BACKEND=", backend)
+    c(KERAS_BACKEND = backend),
+    local({
+      file <- counts_file
+      function() counts_in(file)
+    })
   )
-  counts <- if (file.exists(counts_file)) {
-    scan(counts_file, quiet = TRUE)
-  } else {
-    c(0, 1, 0) # the R process died: count it as a failure
-  }
-  if (status != 0 && counts[[2]] == 0) {
-    counts[[2]] <- 1
-  }
-  add(counts, paste("testthat", backend))
 }
-
 for (backend in backends) {
-  cat(sprintf("\n== pytest on %s ==\n", backend))
   junit <- tempfile(fileext = ".xml")
-  system2(
+  runs[[length(runs) + 1L]] <- run(
+    paste("pytest", backend),
     python,
     c(
       "-m",
@@ -57,39 +81,91 @@ for (backend in backends) {
       "inst/python/tests",
       paste0("--junitxml=", junit)
     ),
-    env = paste0("KERAS_BACKEND=", backend)
+    c(KERAS_BACKEND = backend),
+    local({
+      file <- junit
+      function() junit_counts(file)
+    })
   )
-  counts <- c(0, 1, 0) # no report: pytest did not run
-  if (file.exists(junit)) {
-    suite <- xml2::xml_find_first(xml2::read_xml(junit), "//testsuite")
-    n <- function(name) as.numeric(xml2::xml_attr(suite, name))
-    failed <- n("failures") + n("errors")
-    counts <- c(n("tests") - failed - n("skipped"), failed, n("skipped"))
-  }
-  add(counts, paste("pytest", backend))
 }
-
 # customgrad's Python requirements against the package index, for every
 # platform and Python in its range (tools/check-platforms.R); needs uv (the
 # Makefile passes it in UV) and the index.
-cat("\n== Python requirements on every platform ==\n")
-counts_file <- tempfile()
-system2(
+platforms_file <- tempfile()
+runs[[length(runs) + 1L]] <- run(
+  "platforms",
   "Rscript",
-  c("tools/check-platforms.R", shQuote(Sys.getenv("UV", "uv")), counts_file)
+  c("tools/check-platforms.R", Sys.getenv("UV", "uv"), platforms_file),
+  counts = function() counts_in(platforms_file)
 )
-counts <- if (file.exists(counts_file)) {
-  scan(counts_file, quiet = TRUE)
-} else {
-  c(0, 1, 0)
+
+start <- function(run) {
+  run$log <- tempfile(fileext = ".log")
+  run$started <- Sys.time()
+  run$process <- processx::process$new(
+    run$command,
+    run$args,
+    # "current" alone would start it with an empty environment.
+    env = if (length(run$env) > 0) c("current", run$env),
+    stdout = run$log,
+    stderr = "2>&1",
+    cleanup_tree = TRUE
+  )
+  run
 }
-add(counts, "platforms")
+
+# Minutes and seconds since `from`, as "m:ss".
+since <- function(from) {
+  seconds <- floor(as.numeric(Sys.time() - from, units = "secs"))
+  sprintf("%d:%02d", as.integer(seconds %/% 60), as.integer(seconds %% 60))
+}
+
+totals <- c(passed = 0, failed = 0, skipped = 0)
+finish <- function(run) {
+  cat(sprintf("\n== %s (%s) ==\n", run$what, since(run$started)))
+  writeLines(readLines(run$log, warn = FALSE))
+  counts <- run$counts()
+  if (run$process$get_exit_status() != 0 && counts[[2]] == 0) {
+    counts[[2]] <- 1
+  }
+  cat(sprintf(
+    "-- %s: %d passed, %d failed, %d skipped\n",
+    run$what,
+    counts[[1]],
+    counts[[2]],
+    counts[[3]]
+  ))
+  totals <<- totals + counts
+}
+
+# The runs in the order above (the testthat suites are the longest), at
+# most `jobs` at a time.
+started <- Sys.time()
+waiting <- runs
+running <- list()
+while (length(waiting) > 0 || length(running) > 0) {
+  while (length(running) < jobs && length(waiting) > 0) {
+    cat(sprintf("-- started %s\n", waiting[[1]]$what))
+    running[[length(running) + 1L]] <- start(waiting[[1]])
+    waiting <- waiting[-1]
+  }
+  processx::poll(lapply(running, function(r) r$process), 1000)
+  ended <- vapply(running, function(r) !r$process$is_alive(), logical(1))
+  for (r in running[ended]) {
+    r$process$wait()
+    finish(r)
+  }
+  running <- running[!ended]
+}
 
 cat(sprintf(
-  "\n%d passed, %d failed, %d skipped\n",
+  "\n%d passed, %d failed, %d skipped (%d runs, %d at a time, %s)\n",
   totals[["passed"]],
   totals[["failed"]],
-  totals[["skipped"]]
+  totals[["skipped"]],
+  length(runs),
+  jobs,
+  since(started)
 ))
 if (totals[["failed"]] > 0 || (ci && totals[["skipped"]] > 0)) {
   if (ci && totals[["skipped"]] > 0) {
