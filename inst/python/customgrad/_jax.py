@@ -79,7 +79,8 @@ def _wrap(fn, in_spec):
             # An eager gradient runs the rule's callbacks in its backward
             # pass, after R's forward code returned: a collection there
             # keeps none of that code's values (_memory). Only when due: a
-            # callback costs 0.1-0.3 ms a step (bench/README.md).
+            # callback costs 70-300 us a step at n = 1
+            # (bench/results/2026-11-28-to-12-01-history.md).
             if eager and _memory.rule_traced():
                 jax.debug.callback(_memory.at_backward)
             upstream = _bridge.fill_upstream(list(cotangents), leaves)

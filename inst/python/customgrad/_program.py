@@ -113,7 +113,8 @@ class Program:
                     values[slot] = value
             # As Python frees a temporary: at n = 1e6 on TensorFlow a
             # program holding every slot to its end took 1.39x Python's
-            # step against 1.17-1.22x (bench/README.md).
+            # step against 1.17-1.22x (median ratios, 2026-11-30:
+            # bench/results/2026-11-28-to-12-01-history.md).
             for slot in done:
                 values[slot] = None
 
