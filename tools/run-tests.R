@@ -15,7 +15,7 @@ python <- Sys.getenv("RETICULATE_PYTHON", ".setup/venv/bin/python")
 ci <- identical(Sys.getenv("CI"), "true")
 jobs <- as.integer(Sys.getenv(
   "TEST_JOBS",
-  max(parallel::detectCores(), length(backends))
+  max(parallel::detectCores(), length(backends), na.rm = TRUE) # NA: unknown
 ))
 if (is.na(jobs) || jobs < 1L) {
   stop(
