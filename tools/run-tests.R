@@ -42,10 +42,24 @@ junit_counts <- function(file) {
   c(n("tests") - failed - n("skipped"), failed, n("skipped"))
 }
 
-# One run: what it is, the command, its environment, and how to read its
-# counts once it has ended.
-run <- function(what, command, args, env = character(), counts) {
-  list(what = what, command = command, args = args, env = env, counts = counts)
+# One run: what it is, the command, its environment, and the file its
+# counts are read from (with `read`) once it has ended.
+run <- function(
+  what,
+  command,
+  args,
+  env = character(),
+  file,
+  read = counts_in
+) {
+  list(
+    what = what,
+    command = command,
+    args = args,
+    env = env,
+    file = file,
+    read = read
+  )
 }
 
 runs <- list()
@@ -61,10 +75,7 @@ for (backend in backends) {
       if (backend == backends[[1]]) "once" # test-*-once.R files
     ),
     c(KERAS_BACKEND = backend),
-    local({
-      file <- counts_file
-      function() counts_in(file)
-    })
+    counts_file
   )
 }
 for (backend in backends) {
@@ -82,10 +93,8 @@ for (backend in backends) {
       paste0("--junitxml=", junit)
     ),
     c(KERAS_BACKEND = backend),
-    local({
-      file <- junit
-      function() junit_counts(file)
-    })
+    junit,
+    junit_counts
   )
 }
 # customgrad's Python requirements against the package index, for every
@@ -96,7 +105,7 @@ runs[[length(runs) + 1L]] <- run(
   "platforms",
   "Rscript",
   c("tools/check-platforms.R", Sys.getenv("UV", "uv"), platforms_file),
-  counts = function() counts_in(platforms_file)
+  file = platforms_file
 )
 
 start <- function(run) {
@@ -124,7 +133,7 @@ totals <- c(passed = 0, failed = 0, skipped = 0)
 finish <- function(run) {
   cat(sprintf("\n== %s (%s) ==\n", run$what, since(run$started)))
   writeLines(readLines(run$log, warn = FALSE))
-  counts <- run$counts()
+  counts <- run$read(run$file)
   if (run$process$get_exit_status() != 0 && counts[[2]] == 0) {
     counts[[2]] <- 1
   }

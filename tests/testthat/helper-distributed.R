@@ -50,6 +50,23 @@ start_jax_process <- function(
   )
 }
 
+# What each of `runs` (processx processes) printed, once all have ended or
+# `timeout` seconds have passed (those still running are killed).
+wait_for_processes <- function(runs, timeout = 600) {
+  deadline <- Sys.time() + timeout
+  vapply(
+    runs,
+    function(run) {
+      run$wait(max(0, as.numeric(deadline - Sys.time(), units = "secs")) * 1000)
+      if (run$is_alive()) {
+        run$kill_tree()
+      }
+      paste(run$read_all_output_lines(), collapse = "\n")
+    },
+    character(1)
+  )
+}
+
 # The final weights of each process of a run and of the run alone (a list:
 # `processes`, one numeric vector per process, and `alone`), and what each
 # printed. Fails with a process's output when one fails.
@@ -84,18 +101,7 @@ run_distributed_example <- function(
       libpath
     )
   })
-  deadline <- Sys.time() + timeout
-  output <- vapply(
-    runs,
-    function(run) {
-      run$wait(max(0, as.numeric(deadline - Sys.time(), units = "secs")) * 1000)
-      if (run$is_alive()) {
-        run$kill_tree()
-      }
-      paste(run$read_all_output_lines(), collapse = "\n")
-    },
-    character(1)
-  )
+  output <- wait_for_processes(runs, timeout)
   failed <- !file.exists(files)
   if (any(failed)) {
     stop(

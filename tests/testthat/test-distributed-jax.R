@@ -60,15 +60,7 @@ test_that("process 0 of a JAX run waits at R's exit for the others to finish", {
   runs <- lapply(0:1, function(id) {
     start_jax_process(script, character(), 2L, id, port)
   })
-  for (run in runs) {
-    run$wait(120000)
-    if (run$is_alive()) run$kill_tree()
-  }
-  output <- vapply(
-    runs,
-    function(run) paste(run$read_all_output_lines(), collapse = "\n"),
-    ""
-  )
+  output <- wait_for_processes(runs, timeout = 120)
   expect_match(output[[1]], "process 0 done: 3")
   expect_match(output[[2]], "process 1 done: 3")
   expect_identical(
