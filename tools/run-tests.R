@@ -5,7 +5,7 @@
 # longest first; each run's output is printed whole when it ends, with how
 # long it took. By default the three testthat suites, about equally long,
 # start together even on 2 cores (on 2026-12-04, 2 cores: 14:22 one at a
-# time, 8:51 two at a time, 7:12-8:02 three; tests/README.md). With CI=true a
+# time, 8:51 two at a time, 7:12-9:07 three; tests/README.md). With CI=true a
 # skipped test fails the run: a backend that can't run is a failure there,
 # never a pass.
 # Usage: Rscript tools/run-tests.R tensorflow jax torch
