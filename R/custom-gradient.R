@@ -90,13 +90,13 @@
 #' on tensors and Keras variables the closure captured) and from then on
 #' runs that recording in Python, on every backend, eagerly and inside
 #' `tf.function`, `jax$jit()` and `model$fit()`. The signature is the
-#' nesting of the inputs and, for each input tensor, its shape, dtype and
-#' kind (eager or symbolic), the values of the arguments that are not
-#' tensors, and Keras' float type (`config_floatx()`). Whether a backward
-#' pass follows is not part of it: `grad` is traced with `f`, so one trace
-#' serves calls with and without gradients. The
-#' semantics are those of `jax$jit()`, and of [op_compile()] on TensorFlow
-#' and JAX (on PyTorch, [op_compile()] runs its R function at every call):
+#' nesting of the inputs and, for each input tensor, its shape and dtype
+#' (eager and symbolic tensors alike: a trace made for one serves the
+#' other), the values of the arguments that are not tensors, and Keras'
+#' float type (`config_floatx()`). Whether a backward pass follows is not
+#' part of it: `grad` is traced with `f`, so one trace serves calls with
+#' and without gradients. The semantics are those of `jax$jit()` and of
+#' [op_compile()], on every backend:
 #'
 #' * R side effects (`cat()`, counters, files) happen while tracing, not at
 #'   every call.

@@ -30,8 +30,8 @@ test_that("the README's R chunks run, and the quick start's model reloads", {
     stopifnot(is.nan(as.numeric(op_grad(\(x) op_log(1 + op_exp(x)))(x))))
   }))
 
-  # A chunk that attaches packages starts a session of its own, as the
-  # README's "Choosing a backend" does; the others go on in the last one.
+  # A chunk that attaches packages starts a session of its own; the others
+  # go on in the last one.
   files <- lapply(chunks, function(chunk) {
     file <- file.path(dir, sprintf("README.md-line-%d.R", chunk$line))
     writeLines(chunk$code, file)
