@@ -88,7 +88,7 @@ call_made_in <- function(fn) {
   rlang::error_call(sys.frame(from_fn[[length(from_fn)]]))
 }
 
-# A Python exception's R condition with another call (reticulate's is the
+# A condition with another call (a Python exception's: reticulate's is the
 # py_call_impl() that raised it). It is a list underneath; `$<-` would set
 # a Python attribute instead.
 with_condition_call <- function(cnd, call) {

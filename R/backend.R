@@ -42,7 +42,8 @@ backend_available <- function(backend = backend_name()) {
   if (!is.null(active)) {
     return(identical(active, backend))
   }
-  modules <- c("keras", backend_module(backend))
+  # Each backend is a Python module of its name.
+  modules <- c("keras", backend)
   tryCatch(
     if (reticulate::py_available(initialize = FALSE)) {
       all(vapply(modules, py_module_installed, TRUE))
@@ -65,13 +66,10 @@ modules_installed_in <- function(config, modules) {
     return(FALSE)
   }
   code <- sprintf(
-    "import importlib.util as u; print(all(u.find_spec(m) for m in [%s]))",
-    paste0("'", modules, "'", collapse = ", ")
+    "import importlib.util as u; print(all(u.find_spec(m) for m in %s))",
+    python_list(modules)
   )
-  out <- suppressWarnings(
-    system2(python, c("-c", shQuote(code)), stdout = TRUE, stderr = FALSE)
-  )
-  identical(out, "True")
+  identical(run_python(python, code), "True")
 }
 
 # Whether Python can import `module`, without importing it
@@ -83,10 +81,6 @@ py_module_installed <- function(module) {
 }
 
 backend_names <- c("tensorflow", "jax", "torch")
-
-backend_module <- function(backend) {
-  switch(backend, tensorflow = "tensorflow", jax = "jax", torch = "torch")
-}
 
 # The backend Keras runs with, or will run with once started: like
 # keras3::config_backend(), but without starting Python.

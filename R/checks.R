@@ -126,18 +126,26 @@ check_flag <- function(
   x
 }
 
-# A finite number greater than `min`, returned as a double; `hint`: an `i`
-# bullet.
+# A finite number greater than `min` (with `or_min`, `min` or more),
+# returned as a double; `hint`: an `i` bullet.
 check_number <- function(
   x,
   min = -Inf,
   ...,
+  or_min = FALSE,
   hint = NULL,
   arg = rlang::caller_arg(x),
   call = rlang::caller_env()
 ) {
-  if (!(is.numeric(x) && length(x) == 1 && is.finite(x) && x > min)) {
-    above <- if (is.finite(min)) paste(" greater than", min) else ""
+  ok <- is.numeric(x) && length(x) == 1 && is.finite(x)
+  if (!(ok && (x > min || (or_min && x == min)))) {
+    above <- if (or_min) {
+      paste0(", ", min, " or more")
+    } else if (is.finite(min)) {
+      paste(" greater than", min)
+    } else {
+      ""
+    }
     abort_argument(
       x,
       paste0("a finite number", above),
@@ -148,29 +156,6 @@ check_number <- function(
     )
   }
   as.double(x)
-}
-
-check_tolerance <- function(
-  x,
-  zero = FALSE,
-  ...,
-  arg = rlang::caller_arg(x),
-  call = rlang::caller_env()
-) {
-  ok <- is.numeric(x) &&
-    length(x) == 1 &&
-    is.finite(x) &&
-    (x > 0 || (zero && x == 0))
-  if (!ok) {
-    abort_argument(
-      x,
-      if (zero) "a non-negative number" else "a positive number",
-      "bad_argument",
-      arg,
-      call
-    )
-  }
-  invisible(x)
 }
 
 # A whole number, `from` or more (a count, or an id from 0).
@@ -398,27 +383,21 @@ check_value_like <- function(
   if (is.null(x) || is.function(x)) {
     return(invisible(x))
   }
-  if (!rlang::is_string(x) || !nzchar(x)) {
-    abort_argument(
-      x,
-      "the name of an argument of {.arg f}, or a function",
-      "value_like",
-      arg,
-      call
-    )
-  }
-  if (!"..." %in% arg_names && !x %in% arg_names) {
+  named <- rlang::is_string(x) && nzchar(x)
+  if (!named || !"..." %in% arg_names && !x %in% arg_names) {
     abort_argument(
       x,
       "the name of an argument of {.arg f}, or a function",
       "value_like",
       arg,
       call,
-      hint = paste0(
-        "{.arg f}'s arguments are ",
-        paste0("{.arg ", arg_names, "}", collapse = ", "),
-        "."
-      )
+      hint = if (named) {
+        paste0(
+          "{.arg f}'s arguments are ",
+          paste0("{.arg ", arg_names, "}", collapse = ", "),
+          "."
+        )
+      }
     )
   }
   invisible(x)

@@ -237,21 +237,9 @@
 #' tracing, such a classed error is raised at once; a plain `stop()` there
 #' is taken for something tracing can't hold (see "When R runs"), and the
 #' call that runs `f` in R then raises it. Warnings stay warnings. Results
-#' that would otherwise fail deep inside the backend are caught first, with
-#' errors inheriting
-#' `customgrad_error`: `customgrad_error_f_result` (`f` did not return two
-#' elements), `customgrad_error_grad_not_function`,
-#' `customgrad_error_grad_signature`, `customgrad_error_grad_count` (wrong
-#' number of gradients), `customgrad_error_grad_structure`,
-#' `customgrad_error_grad_shape` (a gradient's shape differs from its
-#' input's) and `customgrad_error_grad_variables`.
-#'
-#' @section Testing a custom gradient:
-#' [gradcheck()] is the way to test a gradient rule: it compares the gradient
-#' that autodiff gives through `grad` with central finite differences in
-#' float64, element by element, and fails for a wrong rule on every backend
-#' (use `error = TRUE` in tests). [op_grad()] takes the gradient itself,
-#' with the same code on TensorFlow, JAX and PyTorch.
+#' that would otherwise fail deep inside the backend (a wrong number of
+#' gradients, a gradient of the wrong shape) are caught first, as errors
+#' inheriting `customgrad_error`; [customgrad_errors] lists each class.
 #'
 #' @section keras3's `op_custom_gradient()`:
 #' keras3 exports a function of the same name with the same contract, which
@@ -276,7 +264,9 @@
 #'   calls inside a compiled computation needs.
 #' @returns A function with the arguments of `f` that returns `f`'s value
 #'   and is differentiated with `grad`.
-#' @seealso [keras3::tuple()], [`%||%`], [gradcheck()], [op_grad()];
+#' @seealso [gradcheck()] to test a gradient rule against finite
+#'   differences (`error = TRUE` in tests), [op_grad()] to take gradients
+#'   with the same code on every backend; [keras3::tuple()], [`%||%`];
 #'   `vignette("custom-gradients")`, `vignette("gradients")`.
 #' @export
 #' @examplesIf customgrad::backend_available()

@@ -234,14 +234,13 @@ check_coordinator <- function(
 ) {
   ok <- is.character(x) && length(x) == 1 && grepl("^[^:]+:[0-9]+$", x)
   if (!ok) {
-    abort_customgrad(
-      c(
-        "{.arg coordinator} must be {.val host:port}.",
-        "x" = "It is {describe_object(x)}.",
-        "i" = "Give the address of process 0 and a free port, such as {.val 10.0.0.1:12355}."
-      ),
-      class = "bad_argument",
-      call = call
+    abort_argument(
+      x,
+      "{.val host:port}",
+      "bad_argument",
+      arg,
+      call,
+      hint = "Give the address of process 0 and a free port, such as {.val 10.0.0.1:12355}."
     )
   }
 }

@@ -97,9 +97,9 @@ gradcheck <- function(
       class = "gradcheck_input"
     )
   }
-  check_tolerance(eps)
-  check_tolerance(atol, zero = TRUE)
-  check_tolerance(rtol, zero = TRUE)
+  check_number(eps, min = 0)
+  check_number(atol, min = 0, or_min = TRUE)
+  check_number(rtol, min = 0, or_min = TRUE)
   check_flag(error)
   labels <- gradcheck_labels(f, args)
   wrt <- gradcheck_wrt(wrt, args, labels)

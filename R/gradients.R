@@ -48,29 +48,17 @@
 #' operations it calls, and every later call with that signature replays
 #' them in Python under the backend's autodiff, without R. A training step
 #' written as `g(w, x, y)` is then one call from R into Python, which
-#' returns only the gradients (and, from `op_value_and_grad()`, the value).
-#' R numbers and arrays among the arguments become tensors, so a new batch
-#' of data is a new input, not a new trace; other values (strings, `NULL`,
-#' single integers or logicals, data frames) reach `f` as they are, and a
-#' new value traces again.
+#' returns only the gradients (and, from `op_value_and_grad()`, the value);
+#' a new batch of data is a new input, not a new trace (see "Arguments and
+#' results").
 #'
-#' R values that `f` reads from outside its arguments (a global `w`, a
-#' data set, a field `cfg$lr` of an R environment) are fixed in the trace.
-#' Before each call `g` checks that they are the values it was traced
-#' with; once one has changed, R runs `f` at every call from then on, with
-#' a one-time message naming it (with `trace = "strict"`, an error). Pass
-#' values that change as arguments:
-#' `op_grad(function(w, x, y) loss(w, x, y))`.
-#'
-#' What a trace can't hold makes that signature call `f` at every call,
-#' with a one-time message saying why: reading a tensor's value in R
-#' (`as.array()`, `if (x > 0)`), R's random numbers or Keras' drawn on a
-#' shape alone (`random_uniform(op_shape(x))`), a Keras variable's value
-#' used on no traced tensor (`op_exp(v)`), an operation Keras can't
-#' record. `trace = FALSE` always calls `f` (without the message);
-#' `trace = "strict"` makes such a function an error
-#' (`customgrad_error_trace`). Side effects in `f` (`cat()`, counters)
-#' happen while tracing only. A gradient function called inside another's
+#' R values that `f` reads from outside its arguments, what a trace can't
+#' hold (a tensor's value read in R, random numbers), `trace = FALSE` and
+#' `trace = "strict"`, and side effects follow the rules of
+#' [op_custom_gradient()], "When R runs": in short, pass values that
+#' change as arguments (`op_grad(function(w, x, y) loss(w, x, y))`); a
+#' function that can't be traced runs `f` at every call, after a one-time
+#' message saying why. A gradient function called inside another's
 #' `f` (`op_grad(op_grad(f))`) is recorded as one operation and replayed
 #' too. Inside a compiled function ([op_compile()], `jax$jit()`,
 #' `tf.function`) `g` runs the replay, traced by the backend's compiler.
@@ -83,13 +71,10 @@
 #' traced, one with a class of its own (`rlang::abort(class = )`, or
 #' customgrad's) is raised at once; a plain `stop()` there is taken for
 #' something tracing can't hold (see "When R runs"), and the call that runs
-#' `f` in R then raises it. customgrad's
-#' own errors inherit `customgrad_error`: `customgrad_error_wrt` (a `wrt`
-#' that is not an argument), `customgrad_error_not_scalar` (`f` returned
-#' more than one number without `upstream`), `customgrad_error_upstream`
-#' (`upstream` doesn't match `f`'s value), `customgrad_error_wrt_dtype` (an
-#' integer tensor to differentiate) and `customgrad_error_input` (an
-#' argument that can't become a tensor).
+#' `f` in R then raises it. customgrad's own errors (a `wrt` that is not an
+#' argument, a value that is not a scalar without `upstream`, an integer
+#' tensor to differentiate) inherit `customgrad_error`; [customgrad_errors]
+#' lists each class.
 #'
 #' @param f A function of tensors. Without `upstream` it must return a
 #'   scalar.
@@ -392,18 +377,10 @@ call_wrapped <- function(state, args, call = NULL) {
   }
   tryCatch(eval(wrapped, env), customgrad_error = function(cnd) {
     if (identical(.subset2(cnd, "call"), wrapped)) {
-      cnd <- with_call(cnd, call)
+      cnd <- with_condition_call(cnd, call)
     }
     stop(cnd)
   })
-}
-
-# `cnd` with `call` (whatever methods its classes have for `$<-`).
-with_call <- function(cnd, call) {
-  classes <- class(cnd)
-  cnd <- unclass(cnd)
-  cnd$call <- call
-  structure(cnd, class = classes)
 }
 
 # What a transform prints: its kind, arguments, and the function it wraps

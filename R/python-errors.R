@@ -18,11 +18,7 @@
 with_python_errors <- function(expr, call = rlang::caller_env()) {
   on.exit(expr <- NULL)
   withCallingHandlers(expr, error = function(cnd) {
-    # Python's (an R condition given a backend's classes is R's).
-    if (
-      inherits(cnd, "python.builtin.BaseException") &&
-        reticulate::is_py_object(cnd)
-    ) {
+    if (is_python_error(cnd)) {
       rethrow_python_error(cnd, call)
     }
   })
@@ -118,6 +114,7 @@ conditionCall.customgrad_error <- function(c) {
 }
 # nolint end
 
+# Python's (an R condition given a backend's classes is R's).
 is_python_error <- function(cnd) {
   inherits(cnd, "python.builtin.BaseException") &&
     reticulate::is_py_object(cnd)

@@ -240,9 +240,7 @@ python_package_version <- function(name) {
 missing_python_modules <- function(backend) {
   c(
     if (!py_module_installed("keras")) "keras",
-    if (!py_module_installed(backend_module(backend))) {
-      backend_module(backend)
-    }
+    if (!py_module_installed(backend)) backend
   )
 }
 

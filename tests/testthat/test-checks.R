@@ -52,7 +52,7 @@ test_that("checkers name the caller's argument and call", {
   )
   expect_match(
     conditionMessage(err),
-    "`eps` must be a positive number",
+    "`eps` must be a finite number greater than 0",
     fixed = TRUE
   )
   err <- expect_error(
@@ -61,7 +61,7 @@ test_that("checkers name the caller's argument and call", {
   )
   expect_match(
     conditionMessage(err),
-    "`atol` must be a non-negative number",
+    "`atol` must be a finite number, 0 or more",
     fixed = TRUE
   )
 })
