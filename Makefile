@@ -68,9 +68,9 @@ test: setup $(SETUP)/uv/bin/uv
 platforms: setup $(SETUP)/uv/bin/uv
 	Rscript tools/check-platforms.R $(SETUP)/uv/bin/uv "" --keras3
 
-# pytest on every backend, and the R tests of saving, tracing and Keras
-# internals, against the previous Keras minor release, in an environment of
-# its own under .setup (tools/test-keras-previous.sh); not part of `make test`.
+# pytest and the R tests the script lists, on every backend, against the
+# previous Keras minor release, in an environment of its own under .setup
+# (tools/test-keras-previous.sh); not part of `make test`.
 KERAS_PREVIOUS := 3.14.1
 
 test-keras-previous: setup

@@ -33,21 +33,6 @@ if (is.null(cran) || identical(cran, "@CRAN@")) {
   cran <- "https://cloud.r-project.org"
 }
 
-cran_answers <- function(repo) {
-  old <- options(timeout = 10)
-  on.exit(options(old))
-  ok <- tryCatch(
-    {
-      con <- url(paste0(repo, "/src/contrib/PACKAGES"), open = "rb")
-      close(con)
-      TRUE
-    },
-    error = function(e) FALSE,
-    warning = function(w) FALSE
-  )
-  ok
-}
-
 # A directory of source tarballs as a local repository, so that
 # install.packages() orders the dependencies itself.
 local_repo <- function(sources) {
@@ -73,23 +58,20 @@ local_repo <- function(sources) {
   paste0("file://", normalizePath(repo))
 }
 
-if (cran_answers(cran)) {
+# CRAN answers where it gives its index of packages, which
+# install.packages() then reads from this session's cache.
+cran_answers <- withr::with_options(
+  list(timeout = 10),
+  nrow(suppressWarnings(utils::available.packages(repos = cran))) > 0
+)
+if (cran_answers) {
   repo <- cran
   message("Installing ", paste(missing, collapse = ", "), " from ", cran)
 } else {
-  here <- tryCatch(
-    dirname(normalizePath(sub(
-      "^--file=",
-      "",
-      grep(
-        "^--file=",
-        commandArgs(FALSE),
-        value = TRUE
-      )
-    ))),
-    error = function(e) "tools"
-  )
-  default <- file.path(dirname(here), "..", "shared", "compat")
+  # The default, beside the project, from this script's path.
+  script <- grep("^--file=", commandArgs(FALSE), value = TRUE)
+  project <- dirname(dirname(normalizePath(sub("^--file=", "", script))))
+  default <- file.path(project, "..", "shared", "compat")
   sources <- Sys.getenv("CUSTOMGRAD_R_SOURCES", default)
   message(
     "CRAN (",

@@ -15,7 +15,7 @@ packages=(
   r-cran-lintr r-cran-covr r-cran-bench
   # imports of reticulate, tensorflow and keras3 (tools/setup-r-packages.R)
   r-cran-matrix r-cran-rcpp r-cran-rcpptoml r-cran-here r-cran-jsonlite
-  r-cran-png r-cran-rappdirs r-cran-yaml r-cran-backports r-cran-base64enc
+  r-cran-png r-cran-rappdirs r-cran-backports r-cran-base64enc
   r-cran-magrittr r-cran-whisker r-cran-tidyselect r-cran-rstudioapi
   r-cran-processx r-cran-lifecycle r-cran-generics r-cran-zeallot
   r-cran-fastmap r-cran-glue
@@ -23,6 +23,9 @@ packages=(
   # load, and the headless browser that checks them, with its Python client
   r-cran-pkgdown libjs-mathjax chromium chromium-driver python3-selenium
 )
+# npm, for the site's front-end libraries: the machine's Node.js has it;
+# Debian's otherwise.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -36,15 +39,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-
-# npm, for the site's front-end libraries: the machine's Node.js has it;
-# Debian's otherwise.
-if ! command -v npm >/dev/null 2>&1; then
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends npm
 fi
 
 Rscript "$(dirname "$0")/setup-r-packages.R"

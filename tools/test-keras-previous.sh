@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test-keras-previous`: customgrad's Python tests on every backend,
-# and the R tests of saving, tracing and Keras internals, against another
-# Keras release (the previous minor one) than the pinned one.
+# and R tests (listed below), against another Keras release (the previous
+# minor one) than the pinned one.
 #
 # Its virtual environment holds only that Keras; every other package
 # (backends, NumPy, pytest) comes from the development environment through
@@ -48,26 +48,33 @@ for backend in "${backends[@]}"; do
     "$python" -m pytest -q -p no:cacheprovider inst/python/tests || failed=1
 done
 
-r_tests=(test-keras-internals.R test-layers.R test-trace.R)
+# The R tests of saving, tracing and Keras internals, and those that alone
+# check behaviours the Python tests leave to R; with each backend, its own
+# files among them (test-*-<backend>.R). One R process per backend.
+r_tests=(
+  keras-internals layers trace captures compile gradcheck gradients
+  custom-gradient custom-gradient-errors custom-gradient-fuzz
+  custom-gradient-keras custom-gradient-recursion host python-errors
+  transforms
+)
 for backend in "${backends[@]}"; do
-  for file in "${r_tests[@]}"; do
-    echo
-    echo "== $file on $backend, Keras $version =="
-    # CI=true: a backend that can't run fails the test (helper-backend.R).
-    RETICULATE_PYTHON=$python KERAS_BACKEND=$backend NOT_CRAN=true CI=true \
-      Rscript -e "
-        r <- as.data.frame(testthat::test_file(
-          'tests/testthat/$file', package = 'customgrad',
-          load_package = 'installed',
-          reporter = testthat::SummaryReporter\$new(show_praise = FALSE)
-        ))
-        keras <- reticulate::py_to_r(reticulate::py_get_attr(
-          reticulate::import('keras'), '__version__'
-        ))
-        if (keras != '$version') stop('R ran Keras ', keras)
-        if (any(r\$failed > 0 | r\$error | r\$skipped)) quit(status = 1)
-      " || failed=1
-  done
+  filter="^($(IFS='|'; echo "${r_tests[*]}")|custom-gradient-$backend|host-$backend)\$"
+  echo
+  echo "== R tests on $backend, Keras $version =="
+  # CI=true: a backend that can't run fails the test (helper-backend.R).
+  RETICULATE_PYTHON=$python KERAS_BACKEND=$backend NOT_CRAN=true CI=true \
+    Rscript -e "
+      r <- as.data.frame(testthat::test_dir(
+        'tests/testthat', filter = '$filter', package = 'customgrad',
+        load_package = 'installed', stop_on_failure = FALSE,
+        reporter = testthat::SummaryReporter\$new(show_praise = FALSE)
+      ))
+      keras <- reticulate::py_to_r(reticulate::py_get_attr(
+        reticulate::import('keras'), '__version__'
+      ))
+      if (keras != '$version') stop('R ran Keras ', keras)
+      if (any(r\$failed > 0 | r\$error | r\$skipped)) quit(status = 1)
+    " || failed=1
 done
 
 if [[ $failed != 0 ]]; then

@@ -1,6 +1,10 @@
 """customgrad's exceptions: R classes carried through code that is not
 customgrad's, and Keras' re-raise of an error with its own message."""
 
+import contextlib
+
+import pytest
+
 from customgrad import _bridge
 from customgrad.errors import (
     CustomGradError,
@@ -63,49 +67,35 @@ def test_an_r_error_without_classes_of_its_own_passes_as_it_is():
         pass
 
 
-def caught_and_retried(r_callback):
-    """What Keras' PyTorch backend does with a failed symbolic call: catch
-    everything and call again; here, call R again."""
+def interrupted():
+    raise KeyboardInterrupt
+
+
+def out_of_time():
+    note_stop()
+    raise FromR("reached elapsed time limit")
+
+
+def failed():
+    raise FromR("f fails on meta tensors")
+
+
+@pytest.mark.parametrize(
+    "r_callback, goes_on",
+    [(interrupted, KeyboardInterrupt), (out_of_time, FromR), (failed, None)],
+)
+def test_an_r_error_caught_by_code_that_calls_r_again(r_callback, goes_on):
+    # What Keras' PyTorch backend does with a failed symbolic call: catch
+    # everything and call again; here, call R again. An interrupt or a time
+    # limit goes on, and R is not called again; an ordinary error is left to
+    # that code.
     calls = []
-
-    def again():
-        calls.append(1)
-
-    try:
-        _bridge.call_r(r_callback)
-    except:  # noqa: E722 - as Keras does
-        _bridge.call_r(again)
-    return calls
-
-
-def test_an_interrupt_caught_by_code_that_calls_r_again_goes_on():
-    def r_callback():
-        raise KeyboardInterrupt
-
-    try:
-        calls = caught_and_retried(r_callback)
-    except KeyboardInterrupt:
-        calls = None
-    assert calls is None  # R was not called again
-
-
-def test_a_time_limit_caught_by_code_that_calls_r_again_goes_on():
-    def r_callback():
-        note_stop()
-        raise FromR("reached elapsed time limit")
-
-    try:
-        calls = caught_and_retried(r_callback)
-    except FromR:
-        calls = None
-    assert calls is None
-
-
-def test_an_ordinary_r_error_caught_by_code_that_calls_r_again_is_left_to_it():
-    def r_callback():
-        raise FromR("f fails on meta tensors")
-
-    assert caught_and_retried(r_callback) == [1]
+    with pytest.raises(goes_on) if goes_on else contextlib.nullcontext():
+        try:
+            _bridge.call_r(r_callback)
+        except:  # noqa: E722 - as Keras does
+            _bridge.call_r(lambda: calls.append(1))
+    assert calls == ([] if goes_on else [1])
 
 
 def test_customgrad_errors_carry_their_r_class_and_customgrad_error():

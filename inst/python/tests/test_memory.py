@@ -17,69 +17,60 @@ def minor_collections(calls):
     return lambda: calls.append(1)
 
 
-def test_results_are_counted_and_collected_at_the_next_boundary_only():
-    calls = []
-    _memory.set_collector(minor_collections(calls), 1000)
-    try:
-        x = keras.ops.ones((100,))  # 400 bytes
-        before = _memory.stats()["collections"]
-        for _ in range(11):  # 4,400 bytes: due, however far past
-            _memory.handed_to_r(keras.ops.exp(x))
-        assert calls == []
-        assert _memory.stats()["bytes"] == 4400
-        _memory.at_boundary()
-        assert calls == [1]
-        assert _memory.stats()["collections"] == before + 1
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+@pytest.fixture(autouse=True)
+def default_collector():
+    """Each test leaves the collector as a session without R has it."""
+    yield
+    _memory.set_collector(None, 64 * 2**20)
 
 
-def test_a_due_collection_waits_for_the_boundary():
+@pytest.fixture
+def calls():
+    """The minor collections run by a collector over 1,000 bytes."""
     calls = []
     _memory.set_collector(minor_collections(calls), 1000)
-    try:
-        _memory.handed_to_r([keras.ops.ones((300,)), keras.ops.ones((100,))])
-        assert calls == []  # 1,600 bytes: due, not run
-        _memory.at_boundary()
-        assert calls == [1]
-        _memory.at_boundary()
-        assert calls == [1]  # nothing due any more
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    return calls
+
+
+def test_results_are_counted_and_collected_at_the_next_boundary_only(calls):
+    x = keras.ops.ones((100,))  # 400 bytes
+    before = _memory.stats()["collections"]
+    for _ in range(11):  # 4,400 bytes: due, however far past
+        _memory.handed_to_r(keras.ops.exp(x))
+    _memory.handed_to_r([keras.ops.ones((300,)), x])  # a nest: 1,600 more
+    assert calls == []
+    assert _memory.stats()["bytes"] == 6000
+    _memory.at_boundary()
+    assert calls == [1]
+    assert _memory.stats()["collections"] == before + 1
+    _memory.at_boundary()
+    assert calls == [1]  # nothing due any more
 
 
 def test_a_collection_due_at_a_call_from_r_is_left_to_r_once():
     calls, told = [], []
     _memory.set_collector(minor_collections(calls), 1000, lambda: told.append(1))
-    try:
-        _memory.collect_deferred()
-        assert calls == []  # nothing was deferred
-        _memory.handed_to_r(keras.ops.ones((500,)))  # 2,000 bytes: due
-        _memory.at_boundary(from_r=True)
-        assert (calls, told) == ([], [1])  # R is told, nothing runs yet
-        _memory.collect_deferred()  # R, before its next call
-        assert (calls, told) == ([1], [1])
-        _memory.collect_deferred()
-        assert calls == [1]  # run once
-        # R did not collect before the next due boundary: it collects.
-        _memory.handed_to_r(keras.ops.ones((500,)))
-        _memory.at_boundary(from_r=True)
-        _memory.handed_to_r(keras.ops.ones((500,)))
-        _memory.at_boundary(from_r=True)
-        assert (calls, told) == ([1, 1], [1, 1])
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    _memory.collect_deferred()
+    assert calls == []  # nothing was deferred
+    _memory.handed_to_r(keras.ops.ones((500,)))  # 2,000 bytes: due
+    _memory.at_boundary(from_r=True)
+    assert (calls, told) == ([], [1])  # R is told, nothing runs yet
+    _memory.collect_deferred()  # R, before its next call
+    assert (calls, told) == ([1], [1])
+    _memory.collect_deferred()
+    assert calls == [1]  # run once
+    # R did not collect before the next due boundary: it collects.
+    _memory.handed_to_r(keras.ops.ones((500,)))
+    _memory.at_boundary(from_r=True)
+    _memory.handed_to_r(keras.ops.ones((500,)))
+    _memory.at_boundary(from_r=True)
+    assert (calls, told) == ([1, 1], [1, 1])
 
 
-def test_without_r_to_tell_a_call_from_r_collects_at_once():
-    calls = []
-    _memory.set_collector(minor_collections(calls), 1000)
-    try:
-        _memory.handed_to_r(keras.ops.ones((500,)))
-        _memory.at_boundary(from_r=True)
-        assert calls == [1]
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+def test_without_r_to_tell_a_call_from_r_collects_at_once(calls):
+    _memory.handed_to_r(keras.ops.ones((500,)))
+    _memory.at_boundary(from_r=True)
+    assert calls == [1]
 
 
 def test_collections_are_timed_with_what_the_collector_runs(monkeypatch):
@@ -91,15 +82,12 @@ def test_collections_are_timed_with_what_the_collector_runs(monkeypatch):
         clock[0] += 2.0
 
     _memory.set_collector(collector, 1000)
-    try:
-        before = _memory.stats()
-        _memory.handed_to_r(keras.ops.ones((300,)))  # 1,200 bytes: due
-        _memory.at_boundary()
-        after = _memory.stats()
-        assert after["collections"] == before["collections"] + 1
-        assert after["seconds"] - before["seconds"] == 2.0
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    before = _memory.stats()
+    _memory.handed_to_r(keras.ops.ones((300,)))  # 1,200 bytes: due
+    _memory.at_boundary()
+    after = _memory.stats()
+    assert after["collections"] == before["collections"] + 1
+    assert after["seconds"] - before["seconds"] == 2.0
 
 
 def test_bytes_are_counted_by_size_and_dtype():
@@ -110,43 +98,34 @@ def test_bytes_are_counted_by_size_and_dtype():
     assert _memory._nbytes([x, {"a": h, "b": (x, 1.5)}]) == 48 + 10 + 48
 
 
-def test_memory_growth_makes_a_collection_due(monkeypatch):
-    calls = []
+def test_memory_growth_makes_a_collection_due(monkeypatch, calls):
     used = [1_000_000]
     monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: used[0])
-    _memory.set_collector(minor_collections(calls), 1000)
-    try:
-        _memory.at_boundary()  # takes the baseline
-        used[0] += 1000
-        _memory.at_boundary()
-        assert calls == []  # grown by the threshold, not past it
-        used[0] += 1
-        _memory.at_boundary()
-        assert calls == [1]
-        _memory.at_boundary()
-        assert calls == [1]  # the baseline moved to after the collection
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    _memory.at_boundary()  # takes the baseline
+    used[0] += 1000
+    _memory.at_boundary()
+    assert calls == []  # grown by the threshold, not past it
+    used[0] += 1
+    _memory.at_boundary()
+    assert calls == [1]
+    _memory.at_boundary()
+    assert calls == [1]  # the baseline moved to after the collection
 
 
-def test_a_first_collection_before_any_baseline_takes_it(monkeypatch):
-    used, calls = [1_000_000], []
+def test_a_first_collection_before_any_baseline_takes_it(monkeypatch, calls):
+    used = [1_000_000]
     monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: used[0])
-    _memory.set_collector(minor_collections(calls), 1000)
-    try:
-        # Due by the bytes handed to R before any reading took the
-        # baseline: the collection takes it.
-        _memory.handed_to_r(keras.ops.ones((300,)))  # 1,200 bytes
-        _memory.at_boundary()
-        assert calls == [1]
-        used[0] += 1000
-        _memory.at_boundary()
-        assert calls == [1]  # grown by the threshold from there, not past it
-        used[0] += 1
-        _memory.at_boundary()
-        assert calls == [1, 1]
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    # Due by the bytes handed to R before any reading took the
+    # baseline: the collection takes it.
+    _memory.handed_to_r(keras.ops.ones((300,)))  # 1,200 bytes
+    _memory.at_boundary()
+    assert calls == [1]
+    used[0] += 1000
+    _memory.at_boundary()
+    assert calls == [1]  # grown by the threshold from there, not past it
+    used[0] += 1
+    _memory.at_boundary()
+    assert calls == [1, 1]
 
 
 def test_the_memory_count_is_the_devices_where_the_backend_has_one(monkeypatch):
@@ -205,57 +184,42 @@ def test_the_bound_holds_without_any_platform_probe(monkeypatch, device):
     monkeypatch.setattr(_memory, "_at_most_every", lambda m, s: lambda fresh=False: m())
     threshold = 40_000
     _memory.set_collector(r.collect, threshold)
-    try:
-        x = keras.ops.ones((1000,))  # 4,000 bytes
-        for _ in range(200):
-            _memory.at_boundary()  # a custom-gradient call starts
-            result = fake.track(keras.ops.exp(x))
-            r.held.append(_memory.handed_to_r(result))
-            # keras3's op_*() from R: never handed through customgrad
-            r.held.append(fake.track(keras.ops.add(x, 1.0)))
-        assert r.calls  # collections ran
-        if device:
-            # both counts: the device's passes the threshold first
-            assert fake.peak <= threshold + 3 * 8000
-        else:
-            # the bytes handed to R alone: the untracked temporaries as many
-            assert fake.peak <= 2 * threshold + 3 * 8000
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    x = keras.ops.ones((1000,))  # 4,000 bytes
+    for _ in range(200):
+        _memory.at_boundary()  # a custom-gradient call starts
+        result = fake.track(keras.ops.exp(x))
+        r.held.append(_memory.handed_to_r(result))
+        # keras3's op_*() from R: never handed through customgrad
+        r.held.append(fake.track(keras.ops.add(x, 1.0)))
+    assert r.calls  # collections ran
+    if device:
+        # both counts: the device's passes the threshold first
+        assert fake.peak <= threshold + 3 * 8000
+    else:
+        # the bytes handed to R alone: the untracked temporaries as many
+        assert fake.peak <= 2 * threshold + 3 * 8000
 
 
-def test_no_collection_off_the_main_thread():
-    import threading
-
-    calls = []
-    _memory.set_collector(minor_collections(calls), 1000)
-    try:
-        _memory.handed_to_r(keras.ops.ones((1000,)))
-        worker = threading.Thread(target=_memory.at_boundary)
-        worker.start()
-        worker.join()
-        assert calls == []  # R can't run there
-        _memory.at_boundary()
-        assert calls == [1]
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+def test_no_collection_off_the_main_thread(calls):
+    _memory.handed_to_r(keras.ops.ones((1000,)))
+    worker = threading.Thread(target=_memory.at_boundary)
+    worker.start()
+    worker.join()
+    assert calls == []  # R can't run there
+    _memory.at_boundary()
+    assert calls == [1]
 
 
-def test_calls_from_python_collect_when_due():
+def test_calls_from_python_collect_when_due(calls):
     # R may hold tensors of the code around a call from Python (a loop of
     # jax$grad() run from R): the call collects them when due.
     import customgrad
     from test_adapters import log1pexp_forward
 
-    calls = []
     h = customgrad.custom_gradient(log1pexp_forward)
-    _memory.set_collector(minor_collections(calls), 1000)
-    try:
-        _memory.handed_to_r(keras.ops.ones((1000,)))
-        h(keras.ops.convert_to_tensor([1.0]))
-        assert calls == [1]
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    _memory.handed_to_r(keras.ops.ones((1000,)))
+    h(keras.ops.convert_to_tensor([1.0]))
+    assert calls == [1]
 
 
 def test_the_device_count_sees_a_new_tensor():
@@ -328,8 +292,7 @@ def bytes_only(monkeypatch, told):
     monkeypatch.setattr(_memory, "_memory_now", lambda fresh=False: None)
     calls = []
     _memory.set_collector(minor_collections(calls), 1000, lambda: told.append(1))
-    yield calls
-    _memory.set_collector(None, 64 * 2**20)
+    return calls
 
 
 def test_a_rule_collects_when_due_and_calls_after_it_leave_that_to_rules(
@@ -403,9 +366,7 @@ def test_calls_from_r_keep_their_own_rule_after_a_rule_ran(bytes_only, told):
     assert calls == [1]
 
 
-def test_a_traced_rule_takes_the_collections_from_the_calls_starts(
-    bytes_only, told
-):
+def test_a_traced_rule_takes_the_collections_from_the_calls_starts(bytes_only, told):
     calls = bytes_only
     assert not _memory.rule_traced()  # nothing due: the rule needs no callback
     _memory.handed_to_r(keras.ops.ones((400,)))  # 1,600 bytes: due
@@ -438,17 +399,14 @@ def test_jax_runs_a_due_collection_in_the_eager_backward_pass(monkeypatch):
         returned[0] = True
         return out
 
-    try:
-        x = keras.ops.convert_to_tensor([0.0, 1.0])
-        for _ in range(2):
-            _memory.handed_to_r(keras.ops.ones((400,)))  # due
-            g = jax.grad(loss)(x)
-        # The first step collects at the call's start (no rule traced yet),
-        # the second in the backward pass.
-        assert seen == [False, True]
-        assert keras.ops.convert_to_numpy(g) == pytest.approx([0.5, 0.7310586])
-        # Traced under jit, JAX runs the rule where R can't be told: none.
-        _memory.handed_to_r(keras.ops.ones((400,)))
-        assert "callback" not in str(jax.make_jaxpr(jax.grad(loss))(x))
-    finally:
-        _memory.set_collector(None, 64 * 2**20)
+    x = keras.ops.convert_to_tensor([0.0, 1.0])
+    for _ in range(2):
+        _memory.handed_to_r(keras.ops.ones((400,)))  # due
+        g = jax.grad(loss)(x)
+    # The first step collects at the call's start (no rule traced yet),
+    # the second in the backward pass.
+    assert seen == [False, True]
+    assert keras.ops.convert_to_numpy(g) == pytest.approx([0.5, 0.7310586])
+    # Traced under jit, JAX runs the rule where R can't be told: none.
+    _memory.handed_to_r(keras.ops.ones((400,)))
+    assert "callback" not in str(jax.make_jaxpr(jax.grad(loss))(x))
