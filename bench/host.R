@@ -67,13 +67,4 @@ if (mode == "compiled") {
 # An array of n elements, shape (n), as the NumPy reference has (an R
 # number would be a tensor of shape ()).
 x <- op_convert_to_tensor(array(seq(0.5, 2, length.out = n), n), "float32")
-started <- Sys.time()
-marks <- bench::mark(
-  step(x),
-  iterations = steps,
-  check = FALSE,
-  memory = FALSE,
-  filter_gc = FALSE
-)
-total <- as.numeric(Sys.time() - started, units = "secs")
-report(total, as.numeric(marks$time[[1]]), steps)
+time_steps(function() step(x), steps)

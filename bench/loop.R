@@ -15,9 +15,8 @@ suppressPackageStartupMessages({
 })
 source("tests/testthat/eager-loop.R")
 source("bench/report.R")
+# reference.py's MLP, data and log1pexp, and peak_mb() (NaN without /proc).
 ref <- reticulate::import_from_path("reference", "bench")
-
-peak_mb <- function() reticulate::py_to_r(ref$peak_mb())
 
 if (route == "fit") {
   epochs <- as.integer(args[[2]])
@@ -45,20 +44,6 @@ if (n > 1) {
     small()
   }
 }
-base <- peak_mb()
+base <- ref$peak_mb()
 step <- eager_step(f, op_ones(n) * 0.5, eager)
-started <- Sys.time()
-marks <- bench::mark(
-  step(),
-  iterations = steps,
-  check = FALSE,
-  memory = FALSE,
-  filter_gc = FALSE
-)
-total <- as.numeric(Sys.time() - started, units = "secs")
-report(
-  total,
-  as.numeric(marks$time[[1]]),
-  steps,
-  extra_mb = peak_mb() - base
-)
+time_steps(step, steps, extra_mb = ref$peak_mb() - base)

@@ -1,5 +1,6 @@
 # What bench/loop.R and bench/host.R share: the line bench/run.R reads
-# (reference.py's report()), and keras3's fit() timed whole.
+# (reference.py's report()), a loop timed whole and per step, and keras3's
+# fit() timed whole.
 
 report <- function(total, times, steps, ...) {
   times <- sort(times)
@@ -12,6 +13,21 @@ report <- function(total, times, steps, ...) {
     ...
   )
   cat(paste0(names(values), "=", signif(values, 6), collapse = " "), "\n")
+}
+
+# `steps` calls of step(), timed whole and each by bench::mark() (every
+# step kept), reported with `...` (evaluated after the loop).
+time_steps <- function(step, steps, ...) {
+  started <- Sys.time()
+  marks <- bench::mark(
+    step(),
+    iterations = steps,
+    check = FALSE,
+    memory = FALSE,
+    filter_gc = FALSE
+  )
+  total <- as.numeric(Sys.time() - started, units = "secs")
+  report(total, as.numeric(marks$time[[1]]), steps, ...)
 }
 
 # fit() of `model` on `data` (x, y) for `epochs`, reported per step; keras3's

@@ -229,10 +229,8 @@ targets <- utils::read.table(
 # A partial run (BENCH_ONLY) states the targets and shares of its loops.
 in_run <- function(specs) {
   ran <- paste(runs$what, runs$n, runs$impl)
-  specs[
-    paste(specs$what, specs$n, specs$impl) %in% ran &
-      paste(specs$what, specs$n, specs$base) %in% ran,
-  ]
+  has <- function(impl) paste(specs$what, specs$n, impl) %in% ran
+  specs[has(specs$impl) & has(specs$base), ]
 }
 targets <- in_run(targets)
 ratio <- function(t, b) {
@@ -270,21 +268,13 @@ met <- sum(grepl(" met", unlist(verdicts[backends])))
 shares <- utils::read.table(
   header = TRUE,
   text = "
-  label                                          what  n   impl       base
-  'floor n = 1e6 / Python (no customgrad)'       eager 1e6 floor      python
-  'user\\'s harness n = 1e6 / floor n = 1e6'     eager 1e6 native     floor
-  'keras3 fit() of the floor / Python'           fit   0   floor      python
-  'fit() / keras3 fit() of the floor'            fit   0   customgrad floor"
-)
-shares <- rbind(
-  shares,
-  utils::read.table(
-    header = TRUE,
-    text = "
-  label                                          what             n   impl base
-  'R besselK() host op, compiled, n = 1 / SciPy' besselk-compiled 1   r    numpy
-  'R besselK() host op, compiled, n = 1e5 / SciPy' besselk-compiled 1e5 r  numpy"
-  )
+  label                                            what             n   impl       base
+  'floor n = 1e6 / Python (no customgrad)'         eager            1e6 floor      python
+  'user\\'s harness n = 1e6 / floor n = 1e6'       eager            1e6 native     floor
+  'keras3 fit() of the floor / Python'             fit              0   floor      python
+  'fit() / keras3 fit() of the floor'              fit              0   customgrad floor
+  'R besselK() host op, compiled, n = 1 / SciPy'   besselk-compiled 1   r          numpy
+  'R besselK() host op, compiled, n = 1e5 / SciPy' besselk-compiled 1e5 r          numpy"
 )
 shares <- in_run(shares)
 shares$column <- rep("mean_us", nrow(shares))
@@ -304,11 +294,7 @@ md_table <- function(df) {
   df[] <- lapply(df, function(x) {
     if (is.numeric(x)) format(signif(x, 4), big.mark = ",") else x
   })
-  c(
-    paste0("| ", paste(names(df), collapse = " | "), " |"),
-    paste0("|", strrep("---|", ncol(df))),
-    apply(df, 1, function(r) paste0("| ", paste(r, collapse = " | "), " |"))
-  )
+  knitr::kable(df, format = "pipe", row.names = FALSE)
 }
 losses <- summary[
   summary$what %in% c("fit", "host-fit"),

@@ -24,87 +24,43 @@ node_modules <- if (length(args) >= 1) args[[1]] else ".setup/site/node_modules"
 mathjax <- if (length(args) >= 2) args[[2]] else "/usr/share/javascript/mathjax"
 site <- "docs"
 
+# What goes into vendor/: each file or folder, at root/path there, from
+# `path` under its root (npm's node_modules, Debian's MathJax, tools/site);
+# the link pkgdown writes that it replaces (none for what those files load
+# themselves; `cdnjs:` is cdnjs.cloudflare.com's libraries), and whether it
+# is the very file the link's integrity hash is for.
+roots <- c(npm = node_modules, mathjax = mathjax, site = "tools/site")
 cdnjs <- "https://cdnjs.cloudflare.com/ajax/libs/"
-
-# Each link pkgdown writes, the file in vendor/ that replaces it, and whether
-# that file is the very file the link's integrity hash is for.
-links <- data.frame(
-  url = c(
-    paste0(cdnjs, "font-awesome/5.12.1/css/all.min.css"),
-    paste0(cdnjs, "font-awesome/5.12.1/css/v4-shims.min.css"),
-    paste0(
-      "https://cdn.jsdelivr.net/gh/afeld/",
-      "bootstrap-toc@v1.0.1/dist/bootstrap-toc.min.js"
-    ),
-    paste0(cdnjs, "headroom/0.11.0/headroom.min.js"),
-    paste0(cdnjs, "headroom/0.11.0/jQuery.headroom.min.js"),
-    paste0(cdnjs, "clipboard.js/2.0.6/clipboard.min.js"),
-    paste0(cdnjs, "fuse.js/6.4.6/fuse.js"),
-    paste0(cdnjs, "autocomplete.js/0.38.0/autocomplete.jquery.min.js"),
-    paste0(cdnjs, "mark.js/8.11.1/mark.min.js"),
-    "file:///usr/share/javascript/mathjax/MathJax.js",
-    paste0(cdnjs, "mathjax/2.7.5/MathJax.js"),
-    paste0(cdnjs, "mathjax/2.7.5/config/TeX-AMS-MML_HTMLorMML.js")
-  ),
-  file = c(
-    "font-awesome/css/all.min.css",
-    "font-awesome/css/v4-shims.min.css",
-    "toc/toc.js",
-    "headroom/headroom.min.js",
-    "headroom/jQuery.headroom.min.js",
-    "clipboard/clipboard.min.js",
-    "fuse/fuse.js",
-    "autocomplete/autocomplete.jquery.min.js",
-    "mark/mark.min.js",
-    "mathjax/MathJax.js",
-    "mathjax/MathJax.js",
-    "mathjax/config/TeX-AMS_CHTML.js"
-  ),
-  identical = c(TRUE, TRUE, FALSE, rep(TRUE, 6), FALSE, FALSE, FALSE)
+vendor <- utils::read.table(
+  header = TRUE,
+  na.strings = "-",
+  text = "
+  root    path                                          url                                             identical
+  npm     @fortawesome/fontawesome-free/css/all.min.css cdnjs:font-awesome/5.12.1/css/all.min.css       TRUE
+  npm     @fortawesome/fontawesome-free/css/v4-shims.min.css cdnjs:font-awesome/5.12.1/css/v4-shims.min.css TRUE
+  npm     @fortawesome/fontawesome-free/webfonts        -                                               -
+  site    toc.js  https://cdn.jsdelivr.net/gh/afeld/bootstrap-toc@v1.0.1/dist/bootstrap-toc.min.js      FALSE
+  npm     headroom.js/dist/headroom.min.js              cdnjs:headroom/0.11.0/headroom.min.js           TRUE
+  npm     headroom.js/dist/jQuery.headroom.min.js       cdnjs:headroom/0.11.0/jQuery.headroom.min.js    TRUE
+  npm     clipboard/dist/clipboard.min.js               cdnjs:clipboard.js/2.0.6/clipboard.min.js       TRUE
+  npm     fuse.js/dist/fuse.js                          cdnjs:fuse.js/6.4.6/fuse.js                     TRUE
+  npm     autocomplete.js/dist/autocomplete.jquery.min.js cdnjs:autocomplete.js/0.38.0/autocomplete.jquery.min.js TRUE
+  npm     mark.js/dist/mark.min.js                      cdnjs:mark.js/8.11.1/mark.min.js                TRUE
+  mathjax MathJax.js                                    file:///usr/share/javascript/mathjax/MathJax.js FALSE
+  mathjax MathJax.js                                    cdnjs:mathjax/2.7.5/MathJax.js                  FALSE
+  mathjax config/TeX-AMS_CHTML.js                       cdnjs:mathjax/2.7.5/config/TeX-AMS-MML_HTMLorMML.js FALSE
+  mathjax extensions                                    -                                               -
+  mathjax fonts                                         -                                               -
+  mathjax jax                                           -                                               -
+  mathjax localization                                  -                                               -"
 )
-
-# What goes into vendor/: source (file or folder) = destination.
-vendor_sources <- c(
-  "font-awesome/css" = file.path(
-    node_modules,
-    "@fortawesome/fontawesome-free/css"
-  ),
-  "font-awesome/webfonts" = file.path(
-    node_modules,
-    "@fortawesome/fontawesome-free/webfonts"
-  ),
-  "toc/toc.js" = "tools/site/toc.js",
-  "headroom/headroom.min.js" = file.path(
-    node_modules,
-    "headroom.js/dist/headroom.min.js"
-  ),
-  "headroom/jQuery.headroom.min.js" = file.path(
-    node_modules,
-    "headroom.js/dist/jQuery.headroom.min.js"
-  ),
-  "clipboard/clipboard.min.js" = file.path(
-    node_modules,
-    "clipboard/dist/clipboard.min.js"
-  ),
-  "fuse/fuse.js" = file.path(node_modules, "fuse.js/dist/fuse.js"),
-  "autocomplete/autocomplete.jquery.min.js" = file.path(
-    node_modules,
-    "autocomplete.js/dist/autocomplete.jquery.min.js"
-  ),
-  "mark/mark.min.js" = file.path(node_modules, "mark.js/dist/mark.min.js"),
-  "mathjax/MathJax.js" = file.path(mathjax, "MathJax.js"),
-  "mathjax/config/TeX-AMS_CHTML.js" = file.path(
-    mathjax,
-    "config/TeX-AMS_CHTML.js"
-  ),
-  "mathjax/extensions" = file.path(mathjax, "extensions"),
-  "mathjax/fonts" = file.path(mathjax, "fonts"),
-  "mathjax/jax" = file.path(mathjax, "jax"),
-  "mathjax/localization" = file.path(mathjax, "localization")
-)
+vendor$from <- file.path(roots[vendor$root], vendor$path)
+vendor$file <- file.path(vendor$root, vendor$path)
+vendor$url <- sub("^cdnjs:", cdnjs, vendor$url)
+links <- vendor[!is.na(vendor$url), ]
 
 main <- function() {
-  missing <- vendor_sources[!file.exists(vendor_sources)]
+  missing <- unique(vendor$from[!file.exists(vendor$from)])
   if (length(missing) > 0) {
     stop(
       "The site's front-end libraries are missing (run `make site`):\n",
@@ -142,10 +98,10 @@ main <- function() {
   )
 }
 
-copy_vendor <- function(vendor) {
-  for (to in names(vendor_sources)) {
-    from <- vendor_sources[[to]]
-    dest <- file.path(vendor, to)
+copy_vendor <- function(dir) {
+  for (i in seq_len(nrow(vendor))) {
+    from <- vendor$from[[i]]
+    dest <- file.path(dir, vendor$file[[i]])
     if (dir.exists(from)) {
       dir.create(dest, recursive = TRUE, showWarnings = FALSE)
       # Copy the folder's contents, following symbolic links.

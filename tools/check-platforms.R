@@ -29,23 +29,14 @@ uv <- normalizePath(args[[1]])
 counts_file <- if (length(args) > 1 && nzchar(args[[2]])) args[[2]] else NULL
 needs <- customgrad:::python_requirements()
 
-platforms <- list(
-  list(
-    name = "Linux x86_64",
-    os = "Linux",
-    target = "x86_64-unknown-linux-gnu"
-  ),
-  list(
-    name = "Linux aarch64",
-    os = "Linux",
-    target = "aarch64-unknown-linux-gnu"
-  ),
-  list(name = "macOS arm64", os = "macOS", target = "aarch64-apple-darwin"),
-  list(
-    name = "Windows x86_64",
-    os = "Windows",
-    target = "x86_64-pc-windows-msvc"
-  )
+platforms <- utils::read.table(
+  header = TRUE,
+  text = "
+  name             os      target
+  'Linux x86_64'   Linux   x86_64-unknown-linux-gnu
+  'Linux aarch64'  Linux   aarch64-unknown-linux-gnu
+  'macOS arm64'    macOS   aarch64-apple-darwin
+  'Windows x86_64' Windows x86_64-pc-windows-msvc"
 )
 floor <- unlist(numeric_version(needs$python)) # major, minor
 below <- sprintf("%d.%d", floor[[1]], floor[[2]] - 1L)
@@ -89,7 +80,7 @@ resolve <- function(packages, target, python) {
   input <- tempfile(fileext = ".in")
   on.exit(unlink(input))
   writeLines(packages, input)
-  out <- suppressWarnings(system2(
+  run <- processx::run(
     uv,
     c(
       "pip",
@@ -106,12 +97,12 @@ resolve <- function(packages, target, python) {
       target,
       "--python-version",
       python,
-      shQuote(input)
+      input
     ),
-    stdout = TRUE,
-    stderr = TRUE
-  ))
-  structure(out, ok = is.null(attr(out, "status")))
+    error_on_status = FALSE,
+    stderr_to_stdout = TRUE
+  )
+  structure(strsplit(run$stdout, "\n")[[1]], ok = run$status == 0)
 }
 
 cuda_or_cpu_only <- "^(nvidia-|tensorflow-cpu|.*cuda)"
@@ -131,7 +122,8 @@ pinned <- function(lines, names) {
 }
 
 started <- Sys.time()
-for (platform in platforms) {
+for (i in seq_len(nrow(platforms))) {
+  platform <- platforms[i, ]
   cat(sprintf("\n== %s (%s) ==\n", platform$name, platform$target))
   asked <- if (with_keras3) requirements_on(platform$os) else list()
   own <- sprintf("keras>=%s", needs$keras)

@@ -245,27 +245,26 @@ def check_search(browser, site):
     browser.driver.find_element(By.CSS_SELECTOR, "#search-input").click()
     # Focusing the box fetches the index; a query typed before it is there
     # finds nothing, as it would for a reader.
-    deadline = time.monotonic() + 20
-    while browser.evaluate(
-        "document.querySelector('#search-input').classList.contains('loading')"
-    ):
-        if time.monotonic() > deadline:
-            return ["search: the index did not load within 20 s"]
-        time.sleep(0.1)
+    wait = WebDriverWait(browser.driver, 20, poll_frequency=0.1)
+    try:
+        wait.until_not(
+            lambda _: browser.evaluate(
+                "document.querySelector('#search-input').classList.contains('loading')"
+            )
+        )
+    except TimeoutException:
+        return ["search: the index did not load within 20 s"]
     browser.driver.find_element(By.CSS_SELECTOR, "#search-input").send_keys(
         SEARCH_QUERY
     )
-    suggestions = []
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        suggestions = browser.evaluate(
-            "Array.from(document.querySelectorAll('.aa-suggestion'), el =>"
-            " JSON.parse(jQuery(el).data('aaDatum') || '{}').path || '')"
+    try:
+        suggestions = wait.until(
+            lambda _: browser.evaluate(
+                "Array.from(document.querySelectorAll('.aa-suggestion'), el =>"
+                " JSON.parse(jQuery(el).data('aaDatum') || '{}').path || '')"
+            )
         )
-        if suggestions:
-            break
-        time.sleep(0.2)
-    if not suggestions:
+    except TimeoutException:
         return [f"search: no suggestions for {SEARCH_QUERY}"]
     hits = [
         i for i, path in enumerate(suggestions) if path.endswith("/" + SEARCH_TARGET)

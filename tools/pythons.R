@@ -60,6 +60,9 @@ pip_index_env <- function() {
   )
 }
 
+# uv's download cache, kept between runs, and pip's configuration.
+uv_env <- c(UV_CACHE_DIR = file.path(setup, "uv-cache"), pip_index_env())
+
 # Everything a route may leave behind goes under `home`: a first run of a
 # new environment each time, except uv's download cache (UV_CACHE_DIR).
 route_env <- function(route, home) {
@@ -77,9 +80,8 @@ route_env <- function(route, home) {
     provisioned = c(
       clean,
       RETICULATE_UV = uv,
-      UV_CACHE_DIR = file.path(setup, "uv-cache"),
       UV_PYTHON_PREFERENCE = "only-system",
-      pip_index_env()
+      uv_env
     )
   )
 }
@@ -93,28 +95,24 @@ expected_python <- function(route, home) {
   )
 }
 
+# This process's environment with `env` set, less the Python the Makefile
+# chooses (RETICULATE_PYTHON, VIRTUAL_ENV): for processx::run().
+child_env <- function(env) {
+  out <- Sys.getenv()
+  out <- out[!names(out) %in% c("RETICULATE_PYTHON", "VIRTUAL_ENV")]
+  out[names(env)] <- env
+  out
+}
+
 # keras3's r-keras, made as install_keras() would (a virtual environment
 # named r-keras where keras3 looks), with uv for speed.
 make_r_keras <- function(home, env) {
   venv <- file.path(home, "venvs", "r-keras")
-  run <- function(...) {
-    status <- system2(uv, c(...), env = env)
-    if (status != 0) stop("uv failed: ", paste(c(...), collapse = " "))
-  }
-  run("venv", "--quiet", "--python", "/usr/bin/python3.11", venv)
-  run(
-    "pip",
-    "install",
-    "--quiet",
-    "--python",
-    file.path(venv, "bin", "python"),
-    "keras",
-    "tensorflow-cpu",
-    "pydot",
-    "scipy",
-    "pandas",
-    "Pillow"
-  )
+  python <- file.path(venv, "bin", "python")
+  packages <- c("keras", "tensorflow-cpu", "pydot", "scipy", "pandas", "Pillow")
+  uv_run <- function(...) processx::run(uv, c(...), env = env, echo = TRUE)
+  uv_run("venv", "--quiet", "--python", "/usr/bin/python3.11", venv)
+  uv_run("pip", "install", "--quiet", "--python", python, packages)
 }
 
 # reticulate 1.46 with UV_PYTHON_PREFERENCE other than uv's default (here
@@ -124,49 +122,25 @@ make_r_keras <- function(home, env) {
 # goes on. Users with uv's default never meet it.
 reticulate_recursion <- "^Error : C stack usage .* is too close to the limit"
 
-# NAME=value arguments; system2() hands them to the shell: values quoted.
-as_env_args <- function(env) {
-  if (length(env) == 0) {
-    return(character())
-  }
-  paste0(names(env), "=", shQuote(env))
-}
-
 failures <- character()
 for (route in routes) {
   home <- tempfile(paste0("python-", route))
   dir.create(home)
-  env <- route_env(route, home)
-  env_args <- as_env_args(env)
-  env_args <- c(env_args, "KERAS_BACKEND=tensorflow")
+  vars <- c(route_env(route, home), KERAS_BACKEND = "tensorflow")
+  env <- child_env(vars)
   if (route == "r-keras") {
-    make_r_keras(
-      home,
-      c(
-        env_args,
-        as_env_args(c(
-          UV_CACHE_DIR = file.path(setup, "uv-cache"),
-          pip_index_env()
-        ))
-      )
-    )
+    make_r_keras(home, child_env(c(vars, uv_env)))
   }
   cat(sprintf("== %s ==\n", route))
   started <- Sys.time()
-  out <- suppressWarnings(system2(
-    "env",
-    c(
-      "-u",
-      "RETICULATE_PYTHON",
-      "-u",
-      "VIRTUAL_ENV",
-      env_args,
-      "Rscript",
-      script
-    ),
-    stdout = TRUE,
-    stderr = TRUE
-  ))
+  run <- processx::run(
+    "Rscript",
+    script,
+    env = env,
+    error_on_status = FALSE,
+    stderr_to_stdout = TRUE
+  )
+  out <- strsplit(run$stdout, "\n")[[1]]
   seconds <- as.numeric(Sys.time() - started, units = "secs")
   loss <- as.numeric(strsplit(
     sub("^LOSS ", "", grep("^LOSS ", out, value = TRUE)),
@@ -175,14 +149,8 @@ for (route in routes) {
   python <- trimws(sub("^PYTHON ", "", grep("^PYTHON ", out, value = TRUE)))
   chosen <- trimws(sub("^CHOSEN ", "", grep("^CHOSEN ", out, value = TRUE)))
   want <- expected_python(route, home)
-  want_reason <- switch(
-    route,
-    "r-keras" = "r-keras",
-    provisioned = "provisioned",
-    RETICULATE_PYTHON = "RETICULATE_PYTHON"
-  )
   problems <- c(
-    if (!identical(attr(out, "status"), NULL)) "the quick start failed",
+    if (run$status != 0) "the quick start failed",
     if (length(loss) < 2 || !all(diff(loss) < 0)) "the loss did not fall",
     if (length(python) != 1) "no Python reported",
     if (
@@ -192,7 +160,8 @@ for (route in routes) {
     ) {
       paste("used", python, "instead of", want)
     },
-    if (length(chosen) != 1 || !grepl(want_reason, chosen, fixed = TRUE)) {
+    # customgrad_config() names the route.
+    if (length(chosen) != 1 || !grepl(route, chosen, fixed = TRUE)) {
       paste0("customgrad_config() gave the reason '", chosen, "'")
     },
     if (any(grepl("^Error", out) & !grepl(reticulate_recursion, out))) {

@@ -2,7 +2,8 @@
 # steps of the naive log1pexp (tests/testthat/eager-loop.R) on n = 1,000
 # elements, through the backend's own gradient and through op_grad().
 # Measures after a full collection at step 2,000 (when caches and
-# allocators have settled) and at the end, and writes one row per route to RESULT_FILE.
+# allocators have settled) and at the end, and writes one row per route to
+# RESULT_FILE.
 # Usage: Rscript tools/soak-backend.R BACKEND RESULT_FILE [STEPS]
 args <- commandArgs(trailingOnly = TRUE)
 backend <- args[[1]]
@@ -15,6 +16,7 @@ suppressPackageStartupMessages({
   library(customgrad)
 })
 source("tests/testthat/eager-loop.R")
+source("tests/testthat/helper-host.R")
 py_gc <- reticulate::import("gc", convert = FALSE)
 
 # The resident set, R's live objects (memory.profile() counts every
@@ -59,11 +61,12 @@ invisible(measure())
 progress("warm-up", 0, Sys.time())
 invisible(as.array(x))
 rows <- list()
-for (route in c("native", "op_grad")) {
-  step <- eager_step(log1pexp, x, route)
+# `steps` calls of step(i), measured at step `settled` and at the end: the
+# route's row of growth in `rows`. Returns the last call's value.
+soak <- function(route, step) {
   started <- Sys.time()
   for (i in seq_len(steps)) {
-    grad <- step()
+    value <- step(i)
     if (i == settled) {
       at_settled <- measure()
     }
@@ -72,17 +75,20 @@ for (route in c("native", "op_grad")) {
     }
   }
   growth <- measure() - at_settled
-  seconds <- as.numeric(Sys.time() - started, units = "secs")
-  # The last gradient is right: the loop computed, not just ran.
-  expected <- stats::plogis(as.array(x))
-  stopifnot(max(abs(as.array(grad) - expected)) < 1e-5)
-  rows[[route]] <- data.frame(
+  rows[[route]] <<- data.frame(
     backend = backend,
     route = route,
     steps = steps,
     rbind(growth),
-    seconds = seconds
+    seconds = as.numeric(Sys.time() - started, units = "secs")
   )
+  value
+}
+for (route in c("native", "op_grad")) {
+  step <- eager_step(log1pexp, x, route)
+  grad <- soak(route, function(i) step())
+  # The last gradient is right: the loop computed, not just ran.
+  stopifnot(max(abs(as.array(grad) - stats::plogis(as.array(x)))) < 1e-5)
 }
 
 # An R host op in a model (issue 59): 20,000 steps of fit() (batches of 1,
@@ -90,18 +96,8 @@ for (route in c("native", "op_grad")) {
 # can't reach R) and 20,000 forward-only predict() calls, with the op and
 # without it (plain-predict), measured as above. R's besselK() and its
 # gradient keep what they read until the backward pass; nothing may
-# outlive it.
-dbessel_k <- function(x) -(besselK(x, 0.5) + besselK(x, 2.5)) / 2
-bessel_k <- op_custom_gradient(trace = FALSE, value_like = "x", function(x) {
-  xv <- as.array(x)
-  tuple(
-    op_convert_to_tensor(besselK(xv, 1.5), op_dtype(x)),
-    function(up) up * op_convert_to_tensor(dbessel_k(xv), op_dtype(x))
-  )
-})
-model <- keras_model_sequential(input_shape = 1) |>
-  layer_dense(1, use_bias = FALSE, kernel_initializer = "ones") |>
-  layer_custom_gradient(bessel_k)
+# outlive it (bessel_k() and host_model(): tests/testthat/helper-host.R).
+model <- host_model(bessel_k())
 model |>
   compile(
     optimizer = optimizer_adam(0.01),
@@ -111,7 +107,11 @@ model |>
 plain <- keras_model_sequential(input_shape = 1) |>
   layer_dense(1, use_bias = FALSE, kernel_initializer = "ones")
 plain |>
-  compile(optimizer = "adam", loss = "mse", run_eagerly = backend == "tensorflow")
+  compile(
+    optimizer = "adam",
+    loss = "mse",
+    run_eagerly = backend == "tensorflow"
+  )
 set.seed(1)
 fit_x <- matrix(runif(settled, 0.5, 2), ncol = 1)
 fit_y <- besselK(1.3 * fit_x, 1.5)
@@ -133,25 +133,7 @@ host_steps <- list(
   }
 )
 for (route in names(host_steps)) {
-  step <- host_steps[[route]]
-  started <- Sys.time()
-  for (i in seq_len(steps)) {
-    step(i)
-    if (i == settled) {
-      at_settled <- measure()
-    }
-    if (i %% settled == 0) {
-      progress(route, i, started)
-    }
-  }
-  growth <- measure() - at_settled
-  rows[[route]] <- data.frame(
-    backend = backend,
-    route = route,
-    steps = steps,
-    rbind(growth),
-    seconds = as.numeric(Sys.time() - started, units = "secs")
-  )
+  soak(route, host_steps[[route]])
 }
 # The weight was learnt through R's gradient: the loop computed.
 stopifnot(abs(as.vector(as.array(model$weights[[1]])) - 1.3) < 0.01)

@@ -8,7 +8,10 @@ local_child_session <- function(frame = parent.frame()) {
   session <- callr::r_session$new(
     callr::r_session_options(
       libpath = .libPaths(),
-      env = c(callr::rcmd_safe_env(), KERAS_BACKEND = Sys.getenv("KERAS_BACKEND"))
+      env = c(
+        callr::rcmd_safe_env(),
+        KERAS_BACKEND = Sys.getenv("KERAS_BACKEND")
+      )
     ),
     wait_timeout = 120000
   )

@@ -238,7 +238,11 @@ test_that("a load that can't find the function is a classed error saying what to
   before <- names_now()
   register_keras_serializable(scale_by_v, name = "scale_by_v")
   added <- setdiff(names_now(), before) # keras3 prefixes the package
-  withr::defer(for (name in added) saving$get_custom_objects()$pop(name))
+  withr::defer(
+    for (name in added) {
+      saving$get_custom_objects()$pop(name)
+    }
+  )
   expect_no_error(load_model(path))
 
   # Saved traces serve the shapes they were made for, any batch size;
@@ -300,7 +304,10 @@ test_that("saved traces carry their format; other formats fail with a classed er
     conditionMessage(err),
     "Load it with the customgrad version that saved it"
   )
-  expect_match(conditionMessage(err), "save the model again with this customgrad")
+  expect_match(
+    conditionMessage(err),
+    "save the model again with this customgrad"
+  )
 
   # The function, passed, stands in for the traces: the model loads, and
   # saved again, its traces have this customgrad's format.
