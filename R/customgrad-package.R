@@ -49,8 +49,8 @@
 #' function, which records a node on a `KerasTensor`. So the recording sees
 #' all `f` does, alike on the three backends, without customgrad wrapping an
 #' R function. What it can't hold shows up as an error on symbolic tensors
-#' and makes that signature call R. Replay runs each node's
-#' `operation.call()` in a Python function written once from the trace.
+#' and makes that signature call R. Replay is a loop over the recorded
+#' operations, each run as `keras.ops` runs it eagerly.
 #' [op_grad()] and [op_compile()] trace their `f` the same way, without a
 #' `grad`, and run the replay under the backend's autodiff or compiler.
 #'
