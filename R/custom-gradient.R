@@ -137,7 +137,8 @@
 #' With `trace = FALSE`, R runs `f` at every call and `grad` at every
 #' backward pass, on the backend's tensors. JAX then runs `grad` during the
 #' forward pass under `jax$grad()`, on tracers; inside `tf.function` or
-#' `jax$jit()`, R runs only while those trace. On PyTorch, `f` runs with
+#' `jax$jit()`, R runs only while those trace (with `value_like`, at every
+#' call: see below). On PyTorch, `f` runs with
 #' autograd recording when the call is recorded, so that `grad` can be
 #' differentiated again (`create_graph = TRUE`) without running `f` again.
 #'
