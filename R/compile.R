@@ -22,9 +22,11 @@
 #'   function, as Keras' own training step does).
 #' * While tracing, tensors are symbolic: they have shapes and dtypes but no
 #'   values, so `as.array()` and an R `if ()` on a tensor's value can't be
-#'   traced, nor can R's random numbers. Such a function runs `f` at every
-#'   call instead (on TensorFlow and JAX, inside the backend's own
-#'   tracing), after a one-time message; `trace = FALSE` asks for that
+#'   traced, nor can R's random numbers. After a one-time message, R runs
+#'   such an `f` instead: on PyTorch at every call; on TensorFlow and JAX
+#'   when the backend compiles the function, so that what `f` computed in
+#'   R then (R's random numbers included) is fixed in the compiled
+#'   function, as a global variable would be. `trace = FALSE` asks for that
 #'   without the message, `trace = "strict"` makes it an error.
 #' * Errors in `f` are raised at tracing (the first call).
 #'

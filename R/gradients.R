@@ -33,10 +33,12 @@
 #'   inside `jax$grad()`.
 #' * PyTorch: `torch$autograd$grad()` on fresh leaf tensors; the caller's
 #'   tensors keep their `requires_grad` and `$grad`. When torch's grad mode
-#'   is on (the default), the gradient is built with `create_graph = TRUE`:
-#'   it can be differentiated again, and tensors that require gradients
-#'   (say a model's weights read by `f`) get gradients through it. Under
-#'   `torch$no_grad()` the result is a plain tensor.
+#'   is on (the default), the gradient is built with `create_graph = TRUE`
+#'   where a later `$backward()` may need it: when an input carries
+#'   autograd history, when `f` reads tensors that require gradients (say a
+#'   model's weights: a gradient penalty's `$backward()` reaches them), or
+#'   inside another `op_grad()`. Otherwise, and under `torch$no_grad()`,
+#'   the result is a plain tensor, which holds no graph while R keeps it.
 #'
 #' Gradients of gradients work on all three by composition:
 #' `op_grad(op_grad(f))` is the second derivative.

@@ -176,7 +176,7 @@ max_traces <- function(call = rlang::caller_env()) {
 inform_fallback <- function(reason, what, kind) {
   cli::cli_inform(
     c(
-      "!" = "{what} could not be traced, so R runs it at every call with these inputs.",
+      "!" = "{what} could not be traced, so R runs it at every call with these inputs (inside a function TensorFlow or JAX compiles: when they compile it).",
       "x" = "{reason}",
       "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers) to run without R, or use {.code {kind}(f, trace = FALSE)} to always call R without this message."
     ),

@@ -377,6 +377,21 @@ test_that("the backend's own gradient of a replayed op_grad() is the second deri
   }
 })
 
+test_that("the backend's gradient of a loss of op_grad()'s result reaches the weights f reads (a gradient penalty)", {
+  skip_if_no_backend()
+  # d/dw [sum(d/dx sum(w x^2)) + w] = sum(2 x) + 1; w is captured by f,
+  # not an argument: a model's weight in a gradient penalty. On PyTorch
+  # the gradient must carry the graph back to w although x needs none.
+  x <- op_convert_to_tensor(c(1, 2, 3), "float32")
+  penalised <- function(w) {
+    dx <- op_grad(function(x) op_sum(x^2 * w))
+    op_sum(dx(x)) + w
+  }
+  for (i in 1:2) {
+    expect_values(native_grad(penalised, 2), 13, tolerance = 1e-5)
+  }
+})
+
 test_that("gradients of gradients are traced too: a replay runs no R", {
   skip_if_no_backend()
   d1 <- op_grad(function(x) sum(sin(x)))

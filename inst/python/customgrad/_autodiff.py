@@ -10,8 +10,9 @@ tensors.  The module runs it under the active backend's autodiff:
 * PyTorch: ``torch.autograd.grad`` on fresh leaves, or on views of inputs
   that already carry autograd history (so that an outer gradient flows
   through).  The caller's tensors keep their ``requires_grad`` and ``.grad``.
-  With grad mode on, the gradient is built with ``create_graph=True`` and can
-  be differentiated again.
+  With grad mode on, the gradient is built with ``create_graph=True`` where
+  it may be differentiated again (an input with history, a tensor ``fn``
+  reads that requires grad, a gradient of a gradient; ``_torch.vjp``).
 
 R is entered only through :func:`customgrad._bridge.call_r`.
 """

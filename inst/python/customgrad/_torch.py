@@ -165,10 +165,12 @@ def vjp(flat_fn, xs, make_upstream):
     ``sum(upstream * values)``, ``upstream = make_upstream(values)``, with
     ``torch.autograd.grad`` on fresh leaves (or views of inputs that carry
     history); differentiable again, with grad mode on, when an input
-    carries history or the call is inside another's ``flat_fn`` (an outer
+    carries history, the call is inside another's ``flat_fn`` (an outer
     differentiation follows, maybe with respect to what ``flat_fn``
-    closes over).  Otherwise the results hold no graph: R may keep them
-    until its collector runs."""
+    closes over) or the values depend on a tensor that requires grad other
+    than the inputs (a model's weights ``flat_fn`` reads: the caller may
+    differentiate the gradient with respect to them).  Otherwise the
+    results hold no graph: R may keep them until its collector runs."""
     if _in_functorch():
         # Inside vmap (per-example gradients) or another torch.func
         # transform, where requires_grad_() is refused: torch.func's own.
@@ -188,6 +190,8 @@ def vjp(flat_fn, xs, make_upstream):
             values = flat_fn(*xs)
         finally:
             _vjp_depth[0] -= 1
+    if not create_graph and torch.is_grad_enabled():
+        create_graph = _reaches_other_leaf(values, xs)
     # None: autograd's own ones for a one-element value.
     upstream = make_upstream(values) or [None] * len(values)
     pairs = [(v, u) for v, u in zip(values, upstream) if v.requires_grad]
@@ -210,6 +214,27 @@ def vjp(flat_fn, xs, make_upstream):
 
 # vjp() calls in progress (a gradient of a gradient).
 _vjp_depth = [0]
+
+
+def _reaches_other_leaf(values, inputs):
+    """Whether the autograd graph of ``values`` reaches a tensor that
+    requires grad other than ``inputs`` (an ``AccumulateGrad`` node of
+    another leaf)."""
+    own = {id(x) for x in inputs}
+    seen = set()
+    stack = [v.grad_fn for v in values if v.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        leaf = getattr(node, "variable", None)
+        if leaf is not None:
+            if id(leaf) not in own:
+                return True
+            continue
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return False
 
 
 def _input(x, keep_history):
