@@ -12,32 +12,38 @@
 # value)` (NULL for none): `name` as the user reads it (`cfg$lr`), `key`
 # the binding's name in `env`. Found in environments that are neither
 # package namespaces nor attached packages (the global environment and
-# closures' frames). Functions found there are followed: the variables
-# they read count too, as do those of the functions customgrad's
-# transforms wrap. R environments found there (`cfg`, an R6 object's
-# `self`) are followed through the fields the code reads (`cfg$lr`,
-# `cfg[["lr"]]`), which R changes in place; an environment the code uses
-# otherwise (passes on, `get()`s from) through all its fields, and their
-# number (`size`), so that a field added is seen too. Variables and
-# options looked up by a name written in the code (`get("w")`,
-# `getOption("x")`) count as well.
+# closures' frames). Functions found there are followed, and those among
+# the elements the code reads of a list (`fns$h`): the variables they read
+# count too, even those they also assign with `<<-` (a getter's state),
+# as do those of the functions customgrad's transforms wrap; the
+# variables a traced function itself assigns with `<<-` are its own state
+# (a counter), not read values. R environments found there (`cfg`, an R6
+# object's `self`) are followed through the fields the code reads
+# (`cfg$lr`, `cfg[["lr"]]`), which R changes in place; an environment the
+# code uses otherwise (passes on, `get()`s from) through all its fields,
+# and their number (`size`), so that a field added is seen too. The
+# global environment is followed through the fields read (`.GlobalEnv$n`)
+# alone. Variables and options looked up by a name written in the code
+# (`get("w")`, `getOption("x")`) count as well.
 captured_bindings <- function(f) {
   found <- list()
   seen <- list()
-  visit <- function(fn) {
+  # `own`: a traced function, whose `<<-` targets are its own state.
+  visit <- function(fn, own = FALSE) {
     if (seen_before(fn)) {
       return()
     }
     inner <- environment(fn)$.customgrad_state$f
     if (is.function(inner)) {
-      return(visit(inner)) # a transform: what counts is the function it wraps
+      # a transform: what counts is the function it wraps
+      return(visit(inner, own = TRUE))
     }
     env <- environment(fn)
     if (is.null(env) || is_package_env(env)) {
       return()
     }
     code <- body(fn)
-    assigned <- superassigned(code)
+    assigned <- if (own) superassigned(code) else character()
     # findGlobals() reads the code without running it (codetools ships
     # with R); its warnings about the code are not the user's concern
     # here, and a function it can't read adds nothing.
@@ -47,7 +53,8 @@ captured_bindings <- function(f) {
     )
     for (name in setdiff(globals, assigned)) {
       where <- binding_env(name, env)
-      if (is.null(where) || is_package_env(where)) {
+      # (base's `.GlobalEnv` is the global environment: its fields count.)
+      if (is.null(where) || (is_package_env(where) && name != ".GlobalEnv")) {
         next
       }
       value <- get(name, envir = where, inherits = FALSE)
@@ -79,7 +86,19 @@ captured_bindings <- function(f) {
     if (is.function(value)) {
       return(visit(value))
     }
-    if (!is_field_env(value)) {
+    if (is.list(value) && !is.object(value)) {
+      read <- if (is.null(paths)) {
+        seq_along(value)
+      } else {
+        intersect(first_fields(paths), names(value))
+      }
+      for (element in read) {
+        if (is.function(value[[element]])) visit(value[[element]])
+      }
+      return()
+    }
+    global <- identical(value, globalenv()) && !is.null(paths)
+    if (!is_field_env(value) && !global) {
       return()
     }
     if (is.null(paths)) {
@@ -89,7 +108,7 @@ captured_bindings <- function(f) {
       add(list(name = name, env = value, size = length(value)))
       fields <- ls(value, all.names = TRUE, sorted = FALSE)
     } else {
-      fields <- unique(vapply(paths, `[[`, "", 1L))
+      fields <- first_fields(paths)
     }
     for (field in fields) {
       field_name <- paste0(name, "$", field)
@@ -116,8 +135,9 @@ captured_bindings <- function(f) {
     seen[[length(seen) + 1L]] <<- x
     FALSE
   }
+  first_fields <- function(paths) unique(vapply(paths, `[[`, "", 1L))
   if (is.function(f)) {
-    visit(f)
+    visit(f, own = TRUE)
   }
   if (length(found)) {
     structure(found, check = capture_check(found))

@@ -194,12 +194,59 @@ test_that("op_grad() of f reading every field of an R environment sees a field a
   )
 })
 
-test_that("Python objects and the global environment are not followed as fields", {
+test_that("Python objects are not followed as fields; the global environment through the fields read", {
   skip_if_no_backend()
   w <- op_convert_to_tensor(c(1, 2))
   where <- globalenv()
   found <- captured_bindings(function(x) x * w + where$nothing)
-  expect_setequal(vapply(found, `[[`, "", "name"), c("w", "where"))
+  expect_setequal(
+    vapply(found, `[[`, "", "name"),
+    c("w", "where", "where$nothing")
+  )
+})
+
+test_that("values read through .GlobalEnv, a getter's state and a function in a list are checked", {
+  skip_if_no_backend()
+  # Each of these replayed the old value, silently.
+  assign("cg_test_n", 2, envir = globalenv())
+  withr::defer(rm("cg_test_n", envir = globalenv()))
+  through_global <- op_grad(function(x) op_sum(x^2 * .GlobalEnv$cg_test_n))
+  getter <- local({
+    v <- 2
+    function(set) {
+      if (!missing(set)) {
+        v <<- set
+      }
+      v
+    }
+  })
+  through_getter <- op_grad(function(x) op_sum(x^2 * getter()))
+  make <- function() {
+    k <- 2
+    list(
+      set = function(v) k <<- v,
+      h = op_custom_gradient(function(x) tuple(x * k, function(u) u * k))
+    )
+  }
+  fns <- make()
+  through_list <- op_grad(function(x) op_sum(fns$h(x)))
+  for (g in list(through_global, through_getter, through_list)) {
+    expect_no_message(g(1))
+  }
+  assign("cg_test_n", 5, envir = globalenv())
+  getter(5)
+  fns$set(7)
+  changed <- c("reads `.GlobalEnv$cg_test_n`", "reads `v`", "reads `k`")
+  expected <- c(10, 10, 7)
+  gs <- list(through_global, through_getter, through_list)
+  for (i in seq_along(gs)) {
+    expect_message(
+      expect_tensor(gs[[i]](1), expected[[i]]),
+      changed[[i]],
+      fixed = TRUE,
+      class = "customgrad_message_fallback"
+    )
+  }
 })
 
 test_that("op_grad() of f reading a changed field of an R environment runs R from then on", {

@@ -390,6 +390,18 @@ test_that("the backend's gradient of a loss of op_grad()'s result reaches the we
   for (i in 1:2) {
     expect_values(native_grad(penalised, 2), 13, tolerance = 1e-5)
   }
+  # w read by a custom gradient's rule alone, traced or not: d/dw of
+  # sum((d/dx sum(x w))^2) + w = 2 w n + 1 for n elements.
+  for (trace in c(TRUE, FALSE)) {
+    through_rule <- function(w) {
+      hw <- op_custom_gradient(trace = trace, function(x) {
+        tuple(op_multiply(x, w), function(u) op_multiply(u, w))
+      })
+      dx <- op_grad(function(x) op_sum(hw(x)))
+      op_sum(op_square(dx(x))) + w
+    }
+    expect_values(native_grad(through_rule, 2), 13, tolerance = 1e-5)
+  }
 })
 
 test_that("gradients of gradients are traced too: a replay runs no R", {

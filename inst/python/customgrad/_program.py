@@ -93,6 +93,12 @@ class Program:
     def __len__(self):
         return len(self.steps)
 
+    def constants(self):
+        """What the steps read that no slot holds: the values the trace
+        captured (tensors, Keras variables, options)."""
+        for step in self.steps:
+            yield from _constants((step.args, step.kwargs))
+
     def run(self, values):
         for fn, args, kwargs, slot_args, nested, outputs, single, done in self._plan:
             if nested:
@@ -117,6 +123,19 @@ class Program:
             # bench/results/2026-11-28-to-12-01-history.md).
             for slot in done:
                 values[slot] = None
+
+
+def _constants(arg):
+    if isinstance(arg, Nested):
+        yield from _constants(arg.template)
+    elif isinstance(arg, (list, tuple)):
+        for a in arg:
+            yield from _constants(a)
+    elif isinstance(arg, dict):
+        for a in arg.values():
+            yield from _constants(a)
+    elif arg is not None and not isinstance(arg, Slot):
+        yield arg
 
 
 def _last_reads(steps, keep):

@@ -122,6 +122,10 @@ class _EagerFunction(_Function):
         return output
 
 
+# The graph nodes of the custom gradients (``_reaches_other_leaf``).
+_CUSTOM_NODES = (_Function._backward_cls, _EagerFunction._backward_cls)
+
+
 def custom_gradient(fn):
     """Differentiable callable over ``fn.forward`` (see ``_trace``)."""
 
@@ -219,7 +223,8 @@ _vjp_depth = [0]
 def _reaches_other_leaf(values, inputs):
     """Whether the autograd graph of ``values`` reaches a tensor that
     requires grad other than ``inputs`` (an ``AccumulateGrad`` node of
-    another leaf)."""
+    another leaf), or a custom gradient whose rule may read one (its
+    captures are in its rule, not in the graph)."""
     own = {id(x) for x in inputs}
     seen = set()
     stack = [v.grad_fn for v in values if v.grad_fn is not None]
@@ -228,12 +233,30 @@ def _reaches_other_leaf(values, inputs):
         if node is None or node in seen:
             continue
         seen.add(node)
+        if isinstance(node, _CUSTOM_NODES) and _rule_may_read_grad(node):
+            return True
         leaf = getattr(node, "variable", None)
         if leaf is not None:
             if id(leaf) not in own:
                 return True
             continue
         stack.extend(next_node for next_node, _ in node.next_functions)
+    return False
+
+
+def _rule_may_read_grad(ctx):
+    """Whether the rule of a custom gradient's node (``ctx``) may read a
+    tensor that requires grad: a traced rule that captured one (a tensor,
+    or a Keras variable's value), or R's ``grad`` (untraced: it may read
+    anything)."""
+    constants = getattr(ctx.call.backward, "rule_constants", None)
+    if constants is None:
+        return True
+    for x in constants():
+        if isinstance(x, keras.Variable):
+            x = x.value
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            return True
     return False
 
 

@@ -609,7 +609,15 @@ class Trace:
         values[: c.n_inputs] = flat
         c.forward.run(values)
         leaves = [output_value(v, values) for v in c.value]
-        return leaves, self.spec, [values[s] for s in c.saved], self.backward
+        return leaves, self.spec, [values[s] for s in c.saved], self
+
+    def rule_constants(self):
+        """What the backward program captured (tensors, Keras variables)."""
+        return self.compiled.backward.constants()
+
+    def __call__(self, upstream, saved, variables=None):
+        """The backward pass (the adapters call what ``forward`` returns)."""
+        return self.backward(upstream, saved, variables)
 
     def backward(self, upstream, saved, variables=None):
         """Gradients for the inputs; with TensorFlow's ``variables`` (Keras
