@@ -102,17 +102,19 @@
 #'   every call.
 #' * R values that `f` or `grad` read from outside their arguments (global
 #'   variables, also read as `get("w")`, options read as `getOption("x")`,
-#'   the fields of R environments such as `cfg$lr`, and those read by R
-#'   functions they call) are fixed in the trace. Called from R,
+#'   `.GlobalEnv$n`, the fields of R environments such as `cfg$lr`, and
+#'   those read by R functions they call, also from a list as
+#'   `fns$h(x)`) are fixed in the trace. Called from R,
 #'   the function checks before each call that they are still the values
 #'   it was traced with; once one has changed, R runs `f` at every call,
 #'   after a message of class `customgrad_message_fallback` (with
 #'   `trace = "strict"`, an error of class `customgrad_error_trace`). Pass
 #'   values that change as arguments. Called from Python (`model$fit()`,
 #'   `tf.function`, `jax$jit()`), the values stay fixed. Not checked: the
-#'   contents of Python objects (a Python dict changed in place), active
-#'   bindings, and values looked up by a name computed when `f` runs
-#'   (`get(name)`, `mget()`, `eval()`).
+#'   variables `f` itself assigns with `<<-` (its own state, such as a
+#'   counter), the contents of Python objects (a Python dict changed in
+#'   place), active bindings, and values looked up by a name computed when
+#'   `f` runs (`get(name)`, `mget()`, `eval()`).
 #' * Keras variables that `f` captures and uses in operations on traced
 #'   tensors (`op_multiply(x, v)`) are read at every call. A variable's value
 #'   used on no traced tensor (`op_exp(v)`, `as.array(v)`) would be computed
