@@ -97,7 +97,9 @@ class Program:
         """What the steps read that no slot holds: the values the trace
         captured (tensors, Keras variables, options)."""
         for step in self.steps:
-            yield from _constants((step.args, step.kwargs))
+            for leaf in _leaves((step.args, step.kwargs)):
+                if leaf is not None and not isinstance(leaf, Slot):
+                    yield leaf
 
     def run(self, values):
         for fn, args, kwargs, slot_args, nested, outputs, single, done in self._plan:
@@ -123,19 +125,6 @@ class Program:
             # bench/results/2026-11-28-to-12-01-history.md).
             for slot in done:
                 values[slot] = None
-
-
-def _constants(arg):
-    if isinstance(arg, Nested):
-        yield from _constants(arg.template)
-    elif isinstance(arg, (list, tuple)):
-        for a in arg:
-            yield from _constants(a)
-    elif isinstance(arg, dict):
-        for a in arg.values():
-            yield from _constants(a)
-    elif arg is not None and not isinstance(arg, Slot):
-        yield arg
 
 
 def _last_reads(steps, keep):
@@ -239,22 +228,22 @@ def _leaf(x, slots):
 def _step_slots(step):
     if not step.nested:
         return [slot for _, slot in step.slot_args]
-    found = []
-    _collect_slots((step.args, step.kwargs), found)
-    return found
+    leaves = _leaves((step.args, step.kwargs))
+    return [leaf.index for leaf in leaves if isinstance(leaf, Slot)]
 
 
-def _collect_slots(arg, found):
-    if isinstance(arg, Slot):
-        found.append(arg.index)
-    elif isinstance(arg, Nested):
-        _collect_slots(arg.template, found)
+def _leaves(arg):
+    """The slots and values in a step's arguments, through nesting."""
+    if isinstance(arg, Nested):
+        yield from _leaves(arg.template)
     elif isinstance(arg, (list, tuple)):
         for a in arg:
-            _collect_slots(a, found)
+            yield from _leaves(a)
     elif isinstance(arg, dict):
         for a in arg.values():
-            _collect_slots(a, found)
+            yield from _leaves(a)
+    else:
+        yield arg
 
 
 def _call_of(x):

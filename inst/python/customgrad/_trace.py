@@ -615,10 +615,6 @@ class Trace:
         """What the backward program captured (tensors, Keras variables)."""
         return self.compiled.backward.constants()
 
-    def __call__(self, upstream, saved, variables=None):
-        """The backward pass (the adapters call what ``forward`` returns)."""
-        return self.backward(upstream, saved, variables)
-
     def backward(self, upstream, saved, variables=None):
         """Gradients for the inputs; with TensorFlow's ``variables`` (Keras
         variables that ``f`` captured), also None for each of them: as on
@@ -628,6 +624,10 @@ class Trace:
         if variables:
             return grads, [None] * len(variables)
         return grads
+
+    # The adapters call what ``forward`` returns: the trace itself, so that
+    # PyTorch's gradients can read its ``rule_constants()``.
+    __call__ = backward
 
     def _backward(self, upstream, saved):
         c = self.compiled
