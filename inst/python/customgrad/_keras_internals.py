@@ -32,6 +32,7 @@ INTERNALS = (
     "Operation._inbound_nodes",
     "Node.operation / arguments / outputs",
     "Operation.call",
+    "Operation attributes hold its constructor's arguments",
     "Operation.symbolic_call",
     "keras.src.backend.compute_output_spec",
     "keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE",
@@ -110,6 +111,26 @@ def eager_call(operation):
     concrete tensors, without its dispatch on symbolic ones.  Relies on
     ``Operation.call`` taking the arguments the node recorded."""
     return operation.call
+
+
+def attributes(operation):
+    """The instance attributes of ``operation``, by name: Keras operations
+    keep their constructor's arguments there (``Clip``'s ``x_min`` and
+    ``x_max``, ``Elu``'s ``alpha``) and their ``call`` reads them.  Relies
+    on that."""
+    return vars(operation)
+
+
+def with_attributes(operation, values):
+    """A shallow copy of ``operation`` whose attributes ``values`` (a dict
+    by name) replace its own: the same operation on other arguments kept
+    as attributes.  Relies on ``Operation.call`` reading them from the
+    instance."""
+    # Not copy.copy(): Keras objects pickle themselves through saving.
+    copied = object.__new__(type(operation))
+    vars(copied).update(vars(operation))
+    vars(copied).update(values)
+    return copied
 
 
 def operation_of(fn):

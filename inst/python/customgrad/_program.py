@@ -274,7 +274,7 @@ def _compile(leaves, slots):
             done.add(call.key)
             continue
         stack.append((x, True))
-        for arg in reversed(call.inputs):
+        for arg in reversed(_inputs_of(call)):
             if id(arg) not in slots:
                 stack.append((arg, False))
     return steps
@@ -284,13 +284,17 @@ def _step(call, slots):
     for out in call.outputs:
         slots[id(out)] = len(slots)
     operation = call.operation
+    args = list(call.args)
     # Layers go through __call__ (building, masking); plain operations run
     # their eager body directly, as keras.ops does outside a trace.
     if isinstance(operation, keras.Layer):
         fn = operation
     else:
-        fn = _native_arithmetic(call) or _keras_internals.eager_call(operation)
-    args = list(call.args)
+        fn = _native_arithmetic(call)
+        if fn is None:
+            fn, attributes = _eager_body(operation)
+            if attributes:
+                args.append(attributes)  # filled in at each replay
     kwargs = dict(call.kwargs)
     slot_args = []
     nested = False
@@ -311,6 +315,64 @@ def _step(call, slots):
         slot_args = []
     outputs = [slots[id(out)] for out in call.outputs]
     return Step(fn, tuple(args), kwargs, slot_args, nested, outputs)
+
+
+def _inputs_of(call):
+    """The symbolic tensors ``call`` reads: its arguments', and those its
+    operation keeps as attributes (see :func:`_eager_body`)."""
+    inputs = list(call.inputs)
+    for value in _keras_internals.attributes(call.operation).values():
+        if holds(value, KerasTensor):
+            inputs.extend(x for x in _leaves(value) if isinstance(x, KerasTensor))
+    return inputs
+
+
+def _eager_body(operation):
+    """``(fn, attributes)``: the eager body that replays ``operation`` as
+    the ``keras.ops`` function that recorded it ran, and, for an operation
+    that keeps symbolic tensors as attributes (``clip(x, lo, hi)``'s
+    bounds, ``elu(x, alpha)``'s alpha), those attributes, a last argument
+    of ``fn`` that the replay fills in like any other.
+
+    Two things in an operation's attributes would not replay as the call
+    ran: a symbolic tensor (the trace's, which no backend can compute on)
+    and a list of integers where the function had an integer (``Norm``
+    and ``Quantile`` keep ``axis = 1`` as ``[1]``, a list that JAX refuses
+    as a static argument). The list becomes a tuple, which every backend
+    takes as that axis."""
+    own = _keras_internals.attributes(operation)
+    fixed = {
+        name: tuple(value)
+        for name, value in own.items()
+        if isinstance(value, list) and value and all(_is_int(v) for v in value)
+    }
+    if fixed:
+        operation = _keras_internals.with_attributes(operation, fixed)
+    symbolic = {name: v for name, v in own.items() if holds(v, KerasTensor)}
+    if symbolic:
+        return _WithAttributes(operation), symbolic
+    return _keras_internals.eager_call(operation), None
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+class _WithAttributes:
+    """An operation's eager body on a copy of it whose symbolic attributes
+    are the replay's values, given as the call's last argument (a dict by
+    name): the operation itself is shared by every replay, and a trace may
+    be replayed on several threads."""
+
+    __slots__ = ("operation",)
+
+    def __init__(self, operation):
+        self.operation = operation
+
+    def __call__(self, *args, **kwargs):
+        *args, values = args
+        copied = _keras_internals.with_attributes(self.operation, values)
+        return _keras_internals.eager_call(copied)(*args, **kwargs)
 
 
 def _native_arithmetic(call):

@@ -14,7 +14,7 @@ from tensorflow.python.eager import forwardprop_util
 from tensorflow.python.framework.ops import EagerTensor
 
 from customgrad import _bridge, _host, _keras_internals, _memory
-from customgrad.errors import ThreadError, TransformError, VariablesError
+from customgrad.errors import ThreadError, TransformError, VariablesError, find_error
 
 # A gradient TensorFlow does not need may stay None.
 FILL_NONE = False
@@ -193,13 +193,38 @@ class _Served:
 
     def __init__(self, function):
         self._function = function
+        # Signatures TensorFlow could not trace, run eagerly (see below).
+        self._eager = set()
 
     def __call__(self, *args):
-        with _serving_traces():
-            concrete = self._function.get_concrete_function(*args)
+        key = _signature(args)
+        if key in self._eager:
+            return self._function.python_function(*args)
+        try:
+            with _serving_traces():
+                concrete = self._function.get_concrete_function(*args)
+        except Exception as exc:  # noqa: BLE001 - decided below
+            # An operation whose eager body tests a tensor's value in
+            # Python (elu(x, alpha) with a tensor alpha) runs eagerly but
+            # can't be staged in a graph: the replay runs eagerly, where
+            # it computes what R computes. customgrad's and R's errors
+            # are raised.
+            if find_error(exc) is not None:
+                raise
+            self._eager.add(key)
+            return self._function.python_function(*args)
         if getattr(concrete.graph, _HOSTS, False) and not _caller_tape():
             return _host.serve(concrete, *args)
         return concrete(*args)
+
+
+def _signature(args):
+    """What a ``tf.function`` traces once for: each argument's shape and
+    dtype."""
+    return tuple(
+        None if x is None else (_bridge.static_shape(x), _bridge.dtype_of(x))
+        for x in args
+    )
 
 
 # A FuncGraph that stages R host ops, or calls one that does, has this

@@ -115,6 +115,25 @@ def test_an_operation_call_is_its_eager_body():
         assert ki.operation_of(keras.layers.Dense(1).call) is None
 
 
+def test_an_operation_keeps_its_arguments_as_attributes():
+    x = symbolic()
+    low = keras.ops.multiply(x, 0.0)
+    call = ki.producing_call(keras.ops.clip(x, low, 1.0))
+    with relied_on(
+        "Operation attributes hold its constructor's arguments",
+        "`Clip` keeps `x_min` as an instance attribute that `call` reads",
+    ):
+        assert ki.attributes(call.operation)["x_min"] is low
+        concrete = keras.ops.convert_to_tensor([[-1.0, 0.5, 3.0]] * 2)
+        floor = keras.ops.full((2, 3), 0.75)
+        copied = ki.with_attributes(call.operation, {"x_min": floor})
+        assert ki.attributes(call.operation)["x_min"] is low
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(ki.eager_call(copied)(concrete)),
+            [[0.75, 0.75, 1.0]] * 2,
+        )
+
+
 class _Double(keras.Operation):
     def call(self, x):
         return x * 2
