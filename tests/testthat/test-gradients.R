@@ -365,6 +365,42 @@ test_that("an f that can't be traced runs at every call, after one message namin
   )
 })
 
+test_that("a rule is the function's derivative at every order, on every backend", {
+  skip_if_no_backend()
+  # A rule that is not sin's derivative: 2 cos. d/dx f(x)^2 = 2 f r, and
+  # again 2 r^2 + 2 f r', and again 6 r r' + 2 f r'', with r = 2 cos x,
+  # as TensorFlow and PyTorch give (JAX differentiated sin itself once).
+  f <- op_custom_gradient(function(x) {
+    tuple(op_sin(x), function(g) 2 * g * op_cos(x))
+  })
+  x <- 2
+  r <- c(2 * cos(x), -2 * sin(x), -2 * cos(x))
+  d1 <- op_grad(function(x) f(x)^2)
+  d2 <- op_grad(d1)
+  for (i in 1:2) {
+    expect_tensor(d2(x), 2 * r[[1]]^2 + 2 * sin(x) * r[[2]], tolerance = 1e-5)
+  }
+  expect_tensor(
+    op_grad(op_grad(function(x) f(x)^2, trace = FALSE), trace = FALSE)(x),
+    2 * r[[1]]^2 + 2 * sin(x) * r[[2]],
+    tolerance = 1e-5
+  )
+  expect_tensor(
+    op_grad(d2)(x),
+    6 * r[[1]] * r[[2]] + 2 * sin(x) * r[[3]],
+    tolerance = 1e-4
+  )
+  expect_values(
+    native_grad(function(t) d1(t), x),
+    2 * r[[1]]^2 + 2 * sin(x) * r[[2]],
+    tolerance = 1e-5
+  )
+  # The value of op_value_and_grad() differentiated again (after jax's
+  # CustomJVPTest.test_invariance): the rule, 3.
+  h <- op_custom_gradient(function(x) tuple(op_cos(2 * x) / 2, function(g) 3 * g))
+  expect_tensor(op_grad(function(x) op_value_and_grad(h)(x)$value)(1), 3)
+})
+
 test_that("the backend's own gradient of a replayed op_grad() is the second derivative", {
   skip_if_no_backend()
   # Calls after the first replay (compiled on TensorFlow): the user's

@@ -74,6 +74,14 @@ def _wrap(fn, in_spec):
         eager = not any(isinstance(x, jax.core.Tracer) for x in flat)
         leaves, spec, saved, backward = fn.forward(flat, in_spec)
         state["spec"] = spec
+        if any(_differentiated(x) for x in flat):
+            # A gradient of this call is itself differentiated (a second
+            # derivative). JAX would differentiate the value computed here
+            # as it is; the value of the function itself, whose derivative
+            # is the rule at every order as on TensorFlow and PyTorch,
+            # replaces it. That call is the next level's: it ends where
+            # the inputs are no longer differentiated.
+            leaves = list(inner(*flat)[: len(leaves)])
 
         def rule(cotangents):
             # An eager gradient runs the rule's callbacks in its backward
@@ -89,6 +97,13 @@ def _wrap(fn, in_spec):
         return tuple(leaves), rule
 
     return inner, state
+
+
+def _differentiated(x):
+    """Whether ``x`` is a tracer of JAX's differentiation (``jax.grad``,
+    ``jax.vjp``, ``jax.linearize``): its forward-mode tracers, named so
+    since JAX 0.4 (``LinearizeTracer`` is not exported)."""
+    return type(x).__name__ in ("JVPTracer", "LinearizeTracer")
 
 
 def _in_rule_trace(saved):
