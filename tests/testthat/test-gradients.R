@@ -397,7 +397,9 @@ test_that("a rule is the function's derivative at every order, on every backend"
   )
   # The value of op_value_and_grad() differentiated again (after jax's
   # CustomJVPTest.test_invariance): the rule, 3.
-  h <- op_custom_gradient(function(x) tuple(op_cos(2 * x) / 2, function(g) 3 * g))
+  h <- op_custom_gradient(function(x) {
+    tuple(op_cos(2 * x) / 2, function(g) 3 * g)
+  })
   expect_tensor(op_grad(function(x) op_value_and_grad(h)(x)$value)(1), 3)
 })
 
