@@ -25,9 +25,14 @@
 # global environment is followed through the fields read (`.GlobalEnv$n`)
 # alone. Variables and options looked up by a name written in the code
 # (`get("w")`, `getOption("x")`) count as well.
+#
+# Also found: what `f` reads that no check can see (opaque_call(), and a
+# variable of its own that it assigns with `<<-` and reads besides), as
+# the attribute "opaque": such an `f` is not traced (untraceable_reads()).
 captured_bindings <- function(f) {
   found <- list()
   seen <- list()
+  opaque <- character()
   # `own`: a traced function, whose `<<-` targets are its own state.
   visit <- function(fn, own = FALSE) {
     if (seen_before(fn)) {
@@ -44,6 +49,11 @@ captured_bindings <- function(f) {
     }
     code <- body(fn)
     assigned <- if (own) superassigned(code) else character()
+    read <- vapply(assigned, read_beside_update, NA, code = code)
+    opaque <<- c(
+      opaque,
+      sprintf("`%s`, a variable it also assigns with `<<-`,", assigned[read])
+    )
     # findGlobals() reads the code without running it (codetools ships
     # with R); its warnings about the code are not the user's concern
     # here, and a function it can't read adds nothing.
@@ -55,6 +65,7 @@ captured_bindings <- function(f) {
       where <- binding_env(name, env)
       # (base's `.GlobalEnv` is the global environment: its fields count.)
       if (is.null(where) || (is_package_env(where) && name != ".GlobalEnv")) {
+        opaque <<- c(opaque, opaque_call(name, where))
         next
       }
       value <- get(name, envir = where, inherits = FALSE)
@@ -139,9 +150,87 @@ captured_bindings <- function(f) {
   if (is.function(f)) {
     visit(f, own = TRUE)
   }
-  if (length(found)) {
-    structure(found, check = capture_check(found))
+  if (length(found) || length(opaque)) {
+    structure(found, check = capture_check(found), opaque = unique(opaque))
   } # NULL: nothing to check at each call
+}
+
+# What `f` reads that a trace would fix and no check before a call can
+# see (see captured_bindings()): a character vector, empty if nothing.
+untraceable_reads <- function(f) {
+  if (!is.function(f)) {
+    return(character())
+  }
+  attr(captured_bindings(f), "opaque") %||% character()
+}
+
+# Functions whose result a trace would fix, by the package that has them,
+# with what they read: the clock, the environment, files and connections,
+# and keras3's op_is_tensor(), FALSE for the symbolic tensors R traces with
+# (an `if` on it would take the other branch).
+opaque_functions <- list(
+  base = c(
+    Sys.time = "the clock",
+    Sys.Date = "the clock",
+    date = "the clock",
+    proc.time = "the clock",
+    Sys.getenv = "an environment variable",
+    readLines = "a file or connection",
+    readRDS = "a file or connection",
+    readline = "a file or connection",
+    scan = "a file or connection",
+    load = "a file or connection",
+    file.exists = "a file or connection"
+  ),
+  utils = c(
+    read.table = "a file or connection",
+    read.csv = "a file or connection"
+  ),
+  keras3 = c(
+    op_is_tensor = "whether its input is a tensor (`op_is_tensor()` is `FALSE` for the symbolic tensors R traces with)"
+  )
+)
+
+# `name()` found in `where` as one of opaque_functions, described; else
+# NULL.
+opaque_call <- function(name, where) {
+  if (is.null(where)) {
+    return(NULL)
+  }
+  for (pkg in names(opaque_functions)) {
+    what <- opaque_functions[[pkg]][name]
+    if (is.na(what) || !requireNamespace(pkg, quietly = TRUE)) {
+      next
+    }
+    if (identical(get(name, envir = where), getExportedValue(pkg, name))) {
+      return(paste0(
+        if (pkg == "keras3") what else sprintf("%s (`%s()`)", what, name),
+        ","
+      ))
+    }
+  }
+  NULL
+}
+
+# Whether `code` reads `name` other than in updates of it with `<<-`
+# (`n <<- n + 1` counts; `lambda <- n / 1000` reads).
+read_beside_update <- function(name, code) {
+  if (is.symbol(code)) {
+    return(identical(as.character(code), name))
+  }
+  if (!is.call(code)) {
+    return(FALSE)
+  }
+  if (identical(code[[1]], as.name("<<-"))) {
+    target <- code[[2]]
+    while (is.call(target)) {
+      target <- target[[2]]
+    }
+    if (identical(as.character(target), name)) {
+      return(FALSE)
+    }
+  }
+  any(vapply(as.list(code), read_beside_update, NA, name = name))
 }
 
 # What changed_capture() reads of `found`, made once: the bindings grouped

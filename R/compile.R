@@ -103,7 +103,7 @@ compiled_forward <- function(state, ..., tracing = FALSE) {
     )
   }
   if (tracing) {
-    return(reply_trace_failed_on_error(run_traced(run())))
+    return(reply_trace_failed_on_error(run_traced(run(), state$f)))
   }
   run()
 }

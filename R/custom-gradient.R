@@ -111,10 +111,17 @@
 #'   `trace = "strict"`, an error of class `customgrad_error_trace`). Pass
 #'   values that change as arguments. Called from Python (`model$fit()`,
 #'   `tf.function`, `jax$jit()`), the values stay fixed. Not checked: the
-#'   variables `f` itself assigns with `<<-` (its own state, such as a
-#'   counter), the contents of Python objects (a Python dict changed in
-#'   place), active bindings, and values looked up by a name computed when
-#'   `f` runs (`get(name)`, `mget()`, `eval()`).
+#'   variables `f` itself assigns with `<<-` and only updates (its own
+#'   counter, `n <<- n + 1`), the contents of Python objects (a Python dict
+#'   changed in place), active bindings, and values looked up by a name
+#'   computed when `f` runs (`get(name)`, `mget()`, `eval()`).
+#' * `f` that reads what a trace would fix and no check can see is not
+#'   traced (R runs it at every call, below): a variable it assigns with
+#'   `<<-` and also reads (`step <<- step + 1; lr <- step / 10`), the clock
+#'   (`Sys.time()`, `proc.time()`), an environment variable
+#'   (`Sys.getenv()`), a file (`readLines()`, `readRDS()`), and keras3's
+#'   `op_is_tensor()`, which is `FALSE` for the symbolic tensors R traces
+#'   with.
 #' * Keras variables that `f` captures and uses in operations on traced
 #'   tensors (`op_multiply(x, v)`) are read at every call. A variable's value
 #'   used on no traced tensor (`op_exp(v)`, `as.array(v)`) would be computed
@@ -582,7 +589,7 @@ custom_gradient_forward <- function(
   grad_inputs <- unname(inputs)
   if (tracing) {
     return(reply_trace_failed_on_error({
-      result <- as_f_result(run_traced(do.call(f, inputs)))
+      result <- as_f_result(run_traced(do.call(f, inputs), f))
       convention <- grad_convention(result[[2]])
       check_traceable_grad(convention, call = NULL)
       callback <- grad_callback(result[[2]], convention, grad_inputs)

@@ -256,7 +256,7 @@ grad_transform_forward <- function(state, ..., tracing = FALSE) {
     value
   }
   if (tracing) {
-    return(reply_trace_failed_on_error(run_traced(run())))
+    return(reply_trace_failed_on_error(run_traced(run(), state$f)))
   }
   run()
 }

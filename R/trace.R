@@ -6,13 +6,25 @@
 
 # Evaluate `expr` (f or grad) as traced: reading a tensor's value in R is
 # an error (see keras_tensor_methods()), and so is drawing R random
-# numbers, whose values the trace would fix.
-run_traced <- function(expr) {
+# numbers, whose values the trace would fix. `f`, the function traced: one
+# that reads what no check sees (untraceable_reads()) is not run at all.
+run_traced <- function(expr, f = NULL) {
+  reads <- untraceable_reads(f)
+  if (length(reads)) {
+    abort_customgrad(
+      "It reads {reads[[1]]} which a trace would fix at what it was then.",
+      class = "trace_read",
+      call = NULL
+    )
+  }
   the$tracing <- the$tracing + 1L
   on.exit(the$tracing <- the$tracing - 1L)
   seed <- random_seed()
   value <- withCallingHandlers(expr, warning = mixed_operands_as_error)
   if (!identical(seed, random_seed())) {
+    # R runs f at every call from now on: its first call draws what R
+    # would have drawn, not the draw after the trace's.
+    restore_random_seed(seed)
     abort_customgrad(
       "It used R's random numbers, which a trace would fix at one draw.",
       class = "trace_read",
@@ -141,6 +153,15 @@ mixed_operands_as_error <- function(cnd) {
 
 random_seed <- function() {
   get0(".Random.seed", envir = globalenv(), inherits = FALSE)
+}
+
+# Put R's random number state back as `random_seed()` gave it (NULL: none).
+restore_random_seed <- function(seed) {
+  if (is.null(seed)) {
+    rm(".Random.seed", envir = globalenv())
+  } else {
+    assign(".Random.seed", seed, envir = globalenv())
+  }
 }
 
 is_tracing <- function() {

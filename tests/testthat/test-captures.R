@@ -70,6 +70,71 @@ test_that("op_grad() of f reading a changed R value runs R from then on, with ri
   expect_identical(runs, 3)
 })
 
+test_that("untraceable_reads() names own <<- state read besides its update", {
+  n <- 0
+  step <- 0
+  counter <- function(x) {
+    n <<- n + 1 # updated only: traced, counts traces
+    x
+  }
+  expect_identical(untraceable_reads(counter), character())
+  schedule <- function(x) {
+    step <<- step + 1
+    x * min(1, step / 2) # read: a trace would fix it at one step
+  }
+  expect_identical(
+    untraceable_reads(schedule),
+    "`step`, a variable it also assigns with `<<-`,"
+  )
+  expect_match(
+    untraceable_reads(function(x) x * as.numeric(Sys.time())),
+    "the clock (`Sys.time()`)",
+    fixed = TRUE
+  )
+  # A user's own function of that name is not the clock.
+  Sys.time <- function() 1 # nolint: object_name_linter.
+  expect_identical(untraceable_reads(function(x) x * Sys.time()), character())
+})
+
+test_that("op_grad() of f reading its own <<- state runs R at every call", {
+  skip_if_no_backend()
+  step <- 0
+  g <- op_grad(function(x) {
+    step <<- step + 1
+    op_sum(x * min(1, step / 2))
+  })
+  expect_message(
+    expect_tensor(g(c(1, 2)), c(0.5, 0.5)),
+    "`step`, a variable it also assigns",
+    class = "customgrad_message_fallback"
+  )
+  expect_tensor(g(c(1, 2)), c(1, 1))
+  expect_tensor(g(c(1, 2)), c(1, 1))
+  expect_identical(step, 3)
+  # A counter it only updates is traced: R runs it once.
+  n <- 0
+  counted <- op_grad(function(x) {
+    n <<- n + 1
+    op_sum(x * 3)
+  })
+  for (i in 1:3) {
+    expect_no_message(expect_tensor(counted(c(1, 2)), c(3, 3)))
+  }
+  expect_identical(n, 1)
+})
+
+test_that("a trace that would draw R's random numbers leaves R's draw to the call", {
+  skip_if_no_backend()
+  set.seed(2)
+  want <- stats::runif(1)
+  set.seed(2)
+  expect_message(
+    out <- op_value_and_grad(function(x) op_sum(x * stats::runif(1)))(c(1, 2)),
+    class = "customgrad_message_fallback"
+  )
+  expect_tensor(out$grad, c(want, want), tolerance = 1e-6)
+})
+
 test_that("a new handle of the same Python object is no change", {
   skip_if_no_backend()
   w <- op_convert_to_tensor(c(1, 2, 3))
