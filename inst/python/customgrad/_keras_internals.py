@@ -33,6 +33,7 @@ INTERNALS = (
     "Node.operation / arguments / outputs",
     "Operation.call",
     "Operation attributes hold its constructor's arguments",
+    "Operations whose call differs from their keras.ops function",
     "Operation.symbolic_call",
     "keras.src.backend.compute_output_spec",
     "keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE",
@@ -109,8 +110,56 @@ def arithmetic(operation):
 def eager_call(operation):
     """The eager body of a Keras operation: what ``keras.ops`` runs on
     concrete tensors, without its dispatch on symbolic ones.  Relies on
-    ``Operation.call`` taking the arguments the node recorded."""
-    return operation.call
+    ``Operation.call`` taking the arguments the node recorded.  For the
+    operations whose ``call`` computes otherwise than that (see
+    ``_CALL_DIFFERS``), the ``keras.ops`` function itself with the
+    operation's constructor arguments; None where those are not known."""
+    public = _CALL_DIFFERS.get(
+        (type(operation).__module__, type(operation).__qualname__)
+    )
+    if public is None:
+        return operation.call
+    try:
+        config = operation.get_config()
+    except NotImplementedError:  # arguments Keras could not keep
+        return None
+    config.pop("name", None)
+    module, name = public
+    function = getattr(importlib.import_module(module), name)
+    return PublicCall(operation, function, config)
+
+
+# Operations whose ``call`` computes otherwise than the ``keras.ops``
+# function that records them on symbolic tensors, by class, with that
+# function (Keras 3.15).  ConvTranspose.call passes ``output_padding`` as
+# ``padding``; Histogram.call calls a backend function no backend has;
+# GaussianBlur.call standardises ``data_format`` where the function passes
+# None on (JAX and PyTorch then read the image as channels first);
+# ViewAsComplex.call multiplies by ``1j``, a complex128 constant that
+# TensorFlow refuses beside float32 parts.  ``tests/test_keras_internals.py``
+# checks that each replays as its function computes.
+_CALL_DIFFERS = {
+    ("keras.src.ops.nn", "ConvTranspose"): ("keras.ops", "conv_transpose"),
+    ("keras.src.ops.numpy", "Histogram"): ("keras.ops", "histogram"),
+    ("keras.src.ops.image", "GaussianBlur"): ("keras.ops.image", "gaussian_blur"),
+    ("keras.src.ops.math", "ViewAsComplex"): ("keras.ops", "view_as_complex"),
+}
+
+
+class PublicCall:
+    """The ``keras.ops`` function that recorded ``operation``, called with
+    the operation's constructor arguments (its config, as Keras saves it)
+    after the node's own."""
+
+    __slots__ = ("operation", "function", "config")
+
+    def __init__(self, operation, function, config):
+        self.operation = operation
+        self.function = function
+        self.config = config
+
+    def __call__(self, *args, **kwargs):
+        return self.function(*args, **kwargs, **self.config)
 
 
 def attributes(operation):
@@ -137,6 +186,8 @@ def operation_of(fn):
     """The Keras operation whose :func:`eager_call` ``fn`` is (not a
     layer's), or None."""
     operation = getattr(fn, "__self__", None)
+    if isinstance(fn, PublicCall):
+        operation = fn.operation
     if isinstance(operation, keras.Operation) and not isinstance(
         operation, keras.Layer
     ):

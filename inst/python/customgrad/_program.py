@@ -351,7 +351,13 @@ def _eager_body(operation):
     symbolic = {name: v for name, v in own.items() if holds(v, KerasTensor)}
     if symbolic:
         return _WithAttributes(operation), symbolic
-    return _keras_internals.eager_call(operation), None
+    body = _keras_internals.eager_call(operation)
+    if body is None:
+        raise GraphError(
+            f"Keras' `{type(operation).__name__}` operation does not keep "
+            "the arguments it was called with, so it can't be replayed."
+        )
+    return body, None
 
 
 def _is_int(x):

@@ -134,6 +134,69 @@ def test_an_operation_keeps_its_arguments_as_attributes():
         )
 
 
+# Each operation of ki._CALL_DIFFERS, as a user calls its function, on
+# symbolic or concrete inputs of the given shapes.
+_DIFFERING = {
+    "ConvTranspose": (
+        lambda x, k: keras.ops.conv_transpose(x, k, strides=2),
+        [(1, 4, 4, 3), (3, 3, 2, 3)],
+    ),
+    "Histogram": (lambda x: keras.ops.histogram(x, bins=4)[0], [(12,)]),
+    "GaussianBlur": (
+        lambda x: keras.ops.image.gaussian_blur(x),
+        [(1, 6, 6, 3)],
+    ),
+    "ViewAsComplex": (
+        lambda x: keras.ops.real(keras.ops.view_as_complex(x)),
+        [(3, 2)],
+    ),
+}
+
+
+def _operation_named(result, name):
+    """The operation called ``name`` in the graph that computed
+    ``result``."""
+    stack = [result]
+    while stack:
+        call = ki.producing_call(stack.pop())
+        if type(call.operation).__name__ == name:
+            return call
+        stack.extend(call.inputs)
+    raise AssertionError(f"no {name} in the graph")
+
+
+@pytest.mark.parametrize("name", sorted(_DIFFERING))
+def test_an_operation_whose_call_differs_replays_as_its_function(name):
+    function, shapes = _DIFFERING[name]
+    assert {cls for _, cls in ki._CALL_DIFFERS} == set(_DIFFERING)
+    rng = np.random.default_rng(7)
+    concrete = [rng.uniform(0.1, 1, shape).astype("float32") for shape in shapes]
+    inputs = [symbolic(shape) for shape in shapes]
+    with relied_on(
+        "Operations whose call differs from their keras.ops function",
+        f"`{name}` is recorded by its `keras.ops` function and replays as that "
+        "function computes with the operation's config",
+    ):
+        call = _operation_named(function(*inputs), name)
+        assert all(
+            any(a is x for x in inputs) for a in call.args if isinstance(a, KerasTensor)
+        ), "the test's graph: the operation reads the inputs directly"
+        body = ki.eager_call(call.operation)
+        args = [concrete[[id(x) for x in inputs].index(id(a))]
+                if isinstance(a, KerasTensor) else a for a in call.args]
+        replayed = body(*args, **call.kwargs)
+        if name == "Histogram":
+            replayed = replayed[0]
+        if name == "ViewAsComplex":
+            replayed = keras.ops.real(replayed)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(replayed),
+            keras.ops.convert_to_numpy(function(*concrete)),
+            rtol=1e-6,
+        )
+        assert ki.operation_of(body) is call.operation
+
+
 class _Double(keras.Operation):
     def call(self, x):
         return x * 2
