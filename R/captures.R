@@ -161,7 +161,27 @@ untraceable_reads <- function(f) {
   if (!is.function(f)) {
     return(character())
   }
-  attr(captured_bindings(f), "opaque") %||% character()
+  as.character(c(
+    opaque_function(f), # `op_compile(op_is_tensor)`
+    attr(captured_bindings(f), "opaque")
+  ))
+}
+
+# `f` itself as one of opaque_functions, described; else NULL.
+opaque_function <- function(f) {
+  for (pkg in names(opaque_functions)) {
+    for (name in names(opaque_functions[[pkg]])) {
+      if (is_namespace_function(f, pkg, name)) {
+        return(opaque_call(name, asNamespace(pkg)))
+      }
+    }
+  }
+  NULL
+}
+
+is_namespace_function <- function(f, pkg, name) {
+  requireNamespace(pkg, quietly = TRUE) &&
+    identical(f, getExportedValue(pkg, name))
 }
 
 # Functions whose result a trace would fix, by the package that has them,
@@ -199,10 +219,10 @@ opaque_call <- function(name, where) {
   }
   for (pkg in names(opaque_functions)) {
     what <- opaque_functions[[pkg]][name]
-    if (is.na(what) || !requireNamespace(pkg, quietly = TRUE)) {
+    if (is.na(what)) {
       next
     }
-    if (identical(get(name, envir = where), getExportedValue(pkg, name))) {
+    if (is_namespace_function(get(name, envir = where), pkg, name)) {
       return(paste0(
         if (pkg == "keras3") what else sprintf("%s (`%s()`)", what, name),
         ","

@@ -130,3 +130,60 @@ test_that("ops whose Keras operation computes otherwise replay as the op", {
   expect_tensor(op_compile(counts)(values), c(3, 0, 1, 2))
   expect_tensor(op_compile(counts)(values * 2), c(3, 0, 1, 2))
 })
+
+test_that("ops holding R functions run in R, with the numbers R gives", {
+  skip_if_no_backend()
+  # op_cond()'s branches read x, a symbolic tensor while tracing: a replay
+  # calling them gave a symbolic tensor or a raw error.
+  cond <- function(x) op_cond(op_sum(x) > 0, \() x * 2, \() x * 3)
+  map <- function(x) op_map(x, \(e) e * 2)
+  loop <- function(x) op_fori_loop(0L, 3L, \(i, a) a * 2, x)
+  x <- replay_inputs()
+  for (fn in list(cond, map, loop)) {
+    compiled <- op_compile(fn)
+    expect_message(
+      expect_tensor(compiled(x[[1]]), as.array(fn(x[[1]]))),
+      class = "customgrad_message_fallback"
+    )
+    expect_tensor(compiled(x[[2]]), as.array(fn(x[[2]])))
+  }
+  expect_message(
+    grad <- op_grad(function(x) op_sum(cond(x)))(x[[2]]),
+    class = "customgrad_message_fallback"
+  )
+  expect_tensor(grad, c(3, 3, 3, 3))
+})
+
+test_that("an op whose backend returns another structure than Keras records runs in R", {
+  skip_if_no_backend()
+  # PyTorch's nonzero() is one tensor where Keras records a tuple, and
+  # keras3's op_nonzero() iterates over it: a trace would give another
+  # shape. The others replay.
+  x <- op_convert_to_tensor(matrix(c(0L, 1L, 1L, 0L, 1L, 1L), 2), "int32")
+  # (Not on JAX: jnp.nonzero() can't run under jax.jit, op_compile()'s
+  # replay; the eager replay of op_grad() is not a route of its integer
+  # result.)
+  skip_if(keras3::config_backend() == "jax")
+  compiled <- op_compile(op_nonzero)
+  if (keras3::config_backend() == "torch") {
+    expect_message(
+      got <- compiled(x),
+      "other outputs than torch gives it",
+      class = "customgrad_message_fallback"
+    )
+  } else {
+    expect_no_message(got <- compiled(x))
+  }
+  expect_identical(as.array(got), as.array(op_nonzero(x)))
+})
+
+test_that("op_is_tensor() traced is not traced", {
+  skip_if_no_backend()
+  # FALSE for the symbolic tensors R traces with.
+  x <- op_convert_to_tensor(c(0.5, 2))
+  expect_message(
+    expect_identical(as.logical(op_compile(op_is_tensor)(x)), TRUE),
+    "op_is_tensor",
+    class = "customgrad_message_fallback"
+  )
+})

@@ -34,6 +34,7 @@ INTERNALS = (
     "Operation.call",
     "Operation attributes hold its constructor's arguments",
     "Operations whose call differs from their keras.ops function",
+    "Operations whose eager result has another structure",
     "Operation.symbolic_call",
     "keras.src.backend.compute_output_spec",
     "keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE",
@@ -143,6 +144,23 @@ _CALL_DIFFERS = {
     ("keras.src.ops.numpy", "Histogram"): ("keras.ops", "histogram"),
     ("keras.src.ops.image", "GaussianBlur"): ("keras.ops.image", "gaussian_blur"),
     ("keras.src.ops.math", "ViewAsComplex"): ("keras.ops", "view_as_complex"),
+}
+
+
+def returns_otherwise(operation):
+    """Whether the active backend's eager ``operation`` returns another
+    structure than Keras records (see ``_RETURNS_OTHERWISE``): code that
+    reads its outputs would run otherwise on the trace."""
+    kind = (type(operation).__module__, type(operation).__qualname__)
+    return kind in _RETURNS_OTHERWISE.get(keras.backend.backend(), ())
+
+
+# By backend, the operations whose eager result has another structure than
+# the one Keras records (Keras 3.15): PyTorch's nonzero() returns one
+# tensor of shape (rank, k) where Keras records a tuple of rank tensors,
+# and keras3's op_nonzero() iterates over what it gets.
+_RETURNS_OTHERWISE = {
+    "torch": {("keras.src.ops.numpy", "Nonzero")},
 }
 
 

@@ -14,6 +14,7 @@ generality.
 """
 
 import operator
+import re
 
 import keras
 from keras import KerasTensor
@@ -296,6 +297,23 @@ def _step(call, slots):
             if attributes:
                 args.append(attributes)  # filled in at each replay
     kwargs = dict(call.kwargs)
+    if _keras_internals.returns_otherwise(operation):
+        raise GraphError(
+            f"Keras records `op_{_snake(type(operation).__name__)}()` with "
+            f"other outputs than {keras.backend.backend()} gives it."
+        )
+    held = (args, kwargs)
+    if not isinstance(operation, keras.Layer):  # (a layer is called whole)
+        held += (_keras_internals.attributes(operation),)
+    if any(_is_r_function(a) for a in _leaves(held)):
+        # op_cond(), op_map(), op_fori_loop() and the like hold R closures
+        # (as arguments or attributes), which a replay would call in R and
+        # which may read the trace's own tensors.
+        name = _snake(type(operation).__name__)
+        raise GraphError(
+            f"It passes an R function to `op_{name}()`, which a replay "
+            "would have to run in R."
+        )
     slot_args = []
     nested = False
     for i, a in enumerate(args):
@@ -358,6 +376,17 @@ def _eager_body(operation):
             "the arguments it was called with, so it can't be replayed."
         )
     return body, None
+
+
+def _is_r_function(x):
+    """Whether ``x`` is an R function as reticulate hands it to Python."""
+    return callable(x) and getattr(x, "__module__", None) == "rpytools.call"
+
+
+def _snake(name):
+    """``ForiLoop`` as ``fori_loop``: an operation class as keras3 names
+    its function (after ``op_``)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def _is_int(x):

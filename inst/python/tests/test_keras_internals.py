@@ -197,6 +197,22 @@ def test_an_operation_whose_call_differs_replays_as_its_function(name):
         assert ki.operation_of(body) is call.operation
 
 
+def test_an_operation_returning_otherwise_is_known():
+    x = symbolic((2, 3), "int32")
+    recorded = keras.ops.nonzero(x)
+    call = ki.producing_call(recorded[0])
+    concrete = keras.ops.convert_to_tensor([[0, 1, 1], [1, 0, 0]], "int32")
+    with relied_on(
+        "Operations whose eager result has another structure",
+        "`nonzero()` returns a tuple of tensors except on PyTorch",
+    ):
+        eager = keras.ops.nonzero(concrete)
+        assert isinstance(recorded, tuple) and len(recorded) == 2
+        differs = not isinstance(eager, (tuple, list)) or len(eager) != 2
+        assert ki.returns_otherwise(call.operation) == differs
+        assert not ki.returns_otherwise(ki.producing_call(keras.ops.exp(x)).operation)
+
+
 class _Double(keras.Operation):
     def call(self, x):
         return x * 2
