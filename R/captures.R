@@ -162,7 +162,7 @@ untraceable_reads <- function(f) {
     return(character())
   }
   as.character(c(
-    opaque_function(f), # `op_compile(op_is_tensor)`
+    opaque_function(f), # f is one of them itself
     attr(captured_bindings(f), "opaque")
   ))
 }
