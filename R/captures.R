@@ -38,6 +38,7 @@ captured_bindings <- function(f) {
     if (seen_before(fn)) {
       return()
     }
+    opaque <<- c(opaque, opaque_function(fn)) # (f, or one it calls, is one)
     inner <- environment(fn)$.customgrad_state$f
     if (is.function(inner)) {
       # a transform: what counts is the function it wraps
@@ -93,6 +94,14 @@ captured_bindings <- function(f) {
   }
   # `paths`: the fields read of `value`, if an environment (NULL: all).
   record <- function(name, key, env, value, paths) {
+    if (is_traced_tensor(value)) {
+      # A function made inside a traced one, reading that one's tensor: a
+      # replay would compute with the tensor of the trace it was made in.
+      opaque <<- c(opaque, sprintf(
+        "`%s`, a tensor of the traced function it was made in,",
+        name
+      ))
+    }
     add(list(name = name, key = key, env = env, value = value))
     if (is.function(value)) {
       return(visit(value))
@@ -161,10 +170,7 @@ untraceable_reads <- function(f) {
   if (!is.function(f)) {
     return(character())
   }
-  as.character(c(
-    opaque_function(f), # f is one of them itself
-    attr(captured_bindings(f), "opaque")
-  ))
+  as.character(attr(captured_bindings(f), "opaque"))
 }
 
 # `f` itself as one of opaque_functions, described; else NULL.
@@ -251,6 +257,19 @@ read_beside_update <- function(name, code) {
     }
   }
   any(vapply(as.list(code), read_beside_update, NA, name = name))
+}
+
+# Whether `x` is a tensor of a trace or transform, not a value: Keras'
+# symbolic tensor, a JAX tracer, a TensorFlow graph tensor.
+is_traced_tensor <- function(x) {
+  inherits(
+    x,
+    c(
+      "keras.src.backend.common.keras_tensor.KerasTensor",
+      "jax._src.core.Tracer",
+      "tensorflow.python.framework.ops.SymbolicTensor"
+    )
+  )
 }
 
 # What changed_capture() reads of `found`, made once: the bindings grouped
