@@ -28,7 +28,6 @@ a number written into that text, and :func:`recover` finds it again.
 import itertools
 import logging
 import queue
-import re
 import threading
 from collections import OrderedDict
 
@@ -37,7 +36,14 @@ import numpy as np
 
 from customgrad import _backend, _bridge
 from customgrad._structure import flatten
-from customgrad.errors import HostValueError, ThreadError, has_r_class, reason_of
+from customgrad.errors import (
+    HostFailure,
+    HostValueError,
+    ThreadError,
+    has_r_class,
+    mark_host_failure,
+    reason_of,
+)
 
 _MAIN_THREAD = threading.main_thread()
 
@@ -298,40 +304,7 @@ def _on_main(fn, *args):
             raise result
         return result
     except BaseException as exc:
-        raise _mark(exc) from None
-
-
-# Failures inside callbacks, kept by number until the backend's error that
-# reports them reaches recover(); only the newest few.
-_failures = OrderedDict()
-_MAX_FAILURES = 16
-_MARK = "customgrad host failure #{}"
-_MARKED = re.compile(r"customgrad host failure #(\d+)")
-
-
-class HostFailure(Exception):
-    """What a host callback raises into the backend: the failure's number."""
-
-
-def _mark(exc):
-    number = next(_handles)
-    _failures[number] = exc
-    while len(_failures) > _MAX_FAILURES:
-        _failures.popitem(last=False)
-    # The error's own message too: where the backend's error reaches the
-    # user through code that is not customgrad's (Keras' compiled fit() on
-    # JAX), its text is all they see.
-    message = str(exc).strip().splitlines()
-    return HostFailure(_MARK.format(number) + (": " + message[0] if message else ""))
-
-
-def recover(exc):
-    """The failure a backend's error ``exc`` reports from a host callback
-    (the exception raised there), or None."""
-    found = _MARKED.search(str(exc))
-    if found is None:
-        return None
-    return _failures.get(int(found.group(1)))
+        raise mark_host_failure(exc) from None
 
 
 class _QuietFailures(logging.Filter):

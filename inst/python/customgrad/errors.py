@@ -15,6 +15,9 @@ the R side finds either kind in an exception's cause/context chain with
 :func:`find_error` and signals the R condition again.
 """
 
+import collections
+import itertools
+import re
 import sys
 
 
@@ -329,6 +332,45 @@ def carries_r_condition(exc):
     return not isinstance(exc, CustomGradError) and hasattr(exc, "r_class")
 
 
+# Failures inside host callbacks (``_host``), kept by number until the
+# backend's error that reports them reaches find_error(); only the newest
+# few.
+_host_failures = collections.OrderedDict()
+_MAX_HOST_FAILURES = 16
+_HOST_FAILURE = "customgrad host failure #{}"
+_HOST_FAILURE_MARKED = re.compile(r"customgrad host failure #(\d+)")
+_host_failure_numbers = itertools.count(1)
+
+
+class HostFailure(Exception):
+    """What a host callback raises into the backend: the failure's number."""
+
+
+def mark_host_failure(exc):
+    """The :class:`HostFailure` a host callback raises for ``exc``, which
+    is kept for :func:`recover_host_failure`."""
+    number = next(_host_failure_numbers)
+    _host_failures[number] = exc
+    while len(_host_failures) > _MAX_HOST_FAILURES:
+        _host_failures.popitem(last=False)
+    # The error's own message too: where the backend's error reaches the
+    # user through code that is not customgrad's (Keras' compiled fit() on
+    # JAX), its text is all they see.
+    message = str(exc).strip().splitlines()
+    return HostFailure(
+        _HOST_FAILURE.format(number) + (": " + message[0] if message else "")
+    )
+
+
+def recover_host_failure(exc):
+    """The failure a backend's error ``exc`` reports from a host callback
+    (the exception raised there), or None."""
+    found = _HOST_FAILURE_MARKED.search(str(exc))
+    if found is None:
+        return None
+    return _host_failures.get(int(found.group(1)))
+
+
 def find_error(exc):
     """Return the first exception in ``exc``'s chain that the R side turns
     back into an R condition (a customgrad error, or an R condition that
@@ -338,9 +380,7 @@ def find_error(exc):
     while exc is not None and id(exc) not in seen:
         if "customgrad host failure #" in str(exc):
             # A host callback's failure, reported in the backend's own error.
-            from customgrad import _host
-
-            found = _host.recover(exc)
+            found = recover_host_failure(exc)
             if found is not None and found is not exc:
                 return find_error(found) or rewrapped
         if carries_r_condition(exc):

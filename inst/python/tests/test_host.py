@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import customgrad
-from customgrad import _autodiff, _host
+from customgrad import _autodiff, _host, errors
 from customgrad.errors import HostValueError, ThreadError, find_error
 from test_adapters import reply
 
@@ -119,7 +119,7 @@ def test_a_callback_on_another_thread_with_no_one_serving_is_refused_at_once():
     thread.start()
     thread.join(timeout=10)
     assert not thread.is_alive()
-    assert isinstance(_host.recover(out[0]), ThreadError)
+    assert isinstance(errors.recover_host_failure(out[0]), ThreadError)
 
 
 def test_an_error_in_a_served_call_reaches_the_caller():
@@ -131,7 +131,7 @@ def test_an_error_in_a_served_call_reaches_the_caller():
 
 
 def test_a_marked_failure_is_recovered_from_the_backends_text():
-    failure = _host._mark(KeyError("lost"))
+    failure = errors.mark_host_failure(KeyError("lost"))
     wrapped = RuntimeError(f"the backend says: {failure} (node PyFunc)")
-    assert isinstance(_host.recover(wrapped), KeyError)
-    assert _host.recover(RuntimeError("nothing of ours")) is None
+    assert isinstance(errors.recover_host_failure(wrapped), KeyError)
+    assert errors.recover_host_failure(RuntimeError("nothing of ours")) is None
