@@ -91,7 +91,7 @@ python_error_message <- function(class, d) {
       d$problem,
       missing = c(
         "A custom-gradient function that R runs at every call needs {.arg value_like} inside a compiled computation.",
-        "x" = "It could not be traced, and R could not run it on the backend's symbolic tensors: {d$reason}",
+        "x" = "It could not be traced, and R could not run it on the backend's symbolic tensors, which have no values yet (the backend's own error is the condition's field {.field details$reason}).",
         "i" = "With {.arg value_like}, R runs it on the values in a host callback; the backend must know the shape and dtype of its value before R runs.",
         "i" = "Give {.code op_custom_gradient(f, value_like = \"x\")} for a value shaped like input {.arg x}, or a function of the inputs that returns a tensor shaped like the value ({.code value_like = \\(x) op_sum(x)})."
       ),

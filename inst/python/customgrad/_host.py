@@ -290,7 +290,7 @@ class _Request:
 
 def _on_main(fn, *args):
     """``fn(*args)`` on the main thread: here, or handed to :func:`serve`'s
-    loop; a failure is kept for :func:`recover` and raised marked."""
+    loop; a failure is kept (``errors.mark_host_failure``) and raised marked."""
     try:
         if threading.current_thread() is _MAIN_THREAD:
             return fn(*args)
@@ -310,7 +310,8 @@ def _on_main(fn, *args):
 class _QuietFailures(logging.Filter):
     """JAX logs the traceback of every failed callback before its runtime
     raises its own error; a host callback's failure reaches the caller
-    (:func:`recover`), so its log record is dropped, and only it."""
+    (``errors.recover_host_failure``), so its log record is dropped, and
+    only it."""
 
     def filter(self, record):
         exc = record.exc_info[1] if record.exc_info else None
