@@ -94,11 +94,9 @@ captured_bindings <- function(f) {
   }
   # `paths`: the fields read of `value`, if an environment (NULL: all).
   record <- function(name, key, env, value, paths) {
-    if (is_traced_tensor(value) && backend_name() != "tensorflow") {
+    if (is_traced_tensor(value)) {
       # A function made inside a traced one, reading that one's tensor: a
       # replay would compute with the tensor of the trace it was made in.
-      # (Not on TensorFlow: R run there inside Keras' shape inference of
-      # op_grad() leaves its scratch graph the default, a known defect.)
       opaque <<- c(opaque, sprintf(
         "`%s`, a tensor of the traced function it was made in,",
         name

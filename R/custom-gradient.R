@@ -123,8 +123,8 @@
 #'   `op_is_tensor()`, which is `FALSE` for the symbolic tensors R traces
 #'   with. So is `f` that passes an R function to an op (`op_cond()`,
 #'   `op_map()`, `op_scan()`, `op_fori_loop()`): a replay would run it in
-#'   R; and, on JAX and PyTorch, a function made inside a traced one that
-#'   reads that one's tensors (a rule using the outer function's input).
+#'   R; and a function made inside a traced one that reads that one's
+#'   tensors (a rule using the outer function's input).
 #' * Keras variables that `f` captures and uses in operations on traced
 #'   tensors (`op_multiply(x, v)`) are read at every call. A variable's value
 #'   used on no traced tensor (`op_exp(v)`, `as.array(v)`) would be computed

@@ -20,7 +20,25 @@ run_traced <- function(expr, f = NULL) {
   the$tracing <- the$tracing + 1L
   on.exit(the$tracing <- the$tracing - 1L)
   seed <- random_seed()
-  value <- withCallingHandlers(expr, warning = mixed_operands_as_error)
+  # R's Ops dispatch can't choose between a symbolic tensor's methods and
+  # another tensor's (a captured TensorFlow variable): it warns
+  # "Incompatible methods", then fails. That error is replaced by one with
+  # a hint. Not raised from the warning's handler: a warning signalled in R
+  # that Python called (f's inner functions, run on Keras' placeholders)
+  # reaches this handler past Python's frames, and an error raised here
+  # would unwind them without Python knowing (it left TensorFlow's scratch
+  # graph the default graph).
+  mixed <- FALSE
+  value <- withCallingHandlers(
+    expr,
+    warning = function(cnd) {
+      if (startsWith(conditionMessage(cnd), "Incompatible methods")) {
+        mixed <<- TRUE
+        invokeRestart("muffleWarning")
+      }
+    },
+    error = function(cnd) if (mixed) abort_mixed_operands()
+  )
   if (!identical(seed, random_seed())) {
     # R runs f at every call from now on: its first call draws what R
     # would have drawn, not the draw after the trace's.
@@ -135,20 +153,17 @@ is_time_limit <- function(cnd) {
   any(startsWith(conditionMessage(cnd), limits))
 }
 
-# R's Ops dispatch can't choose between a symbolic tensor's methods and
-# another tensor's (a captured TensorFlow variable): it warns "Incompatible
-# methods" and then fails. While tracing, that is a failed trace with a hint.
-mixed_operands_as_error <- function(cnd) {
-  if (startsWith(conditionMessage(cnd), "Incompatible methods")) {
-    abort_customgrad(
-      c(
-        "It used R arithmetic between a traced tensor and a tensor of another kind (such as a captured TensorFlow variable).",
-        "i" = "Use keras3's {.fn op_*} functions for those, such as {.code op_multiply(x, w)}."
-      ),
-      class = "trace_read",
-      call = NULL
-    )
-  }
+# While tracing, R arithmetic between a symbolic tensor and another kind of
+# tensor is a failed trace with a hint (see run_traced()).
+abort_mixed_operands <- function() {
+  abort_customgrad(
+    c(
+      "It used R arithmetic between a traced tensor and a tensor of another kind (such as a captured TensorFlow variable).",
+      "i" = "Use keras3's {.fn op_*} functions for those, such as {.code op_multiply(x, w)}."
+    ),
+    class = "trace_read",
+    call = NULL
+  )
 }
 
 random_seed <- function() {

@@ -99,12 +99,6 @@ test_that("untraceable_reads() names own <<- state read besides its update", {
 test_that("a function made inside a traced one and reading its tensor is not traced", {
   skip_if_no_backend()
   z <- keras_input(shape = 1L) # a symbolic tensor, as while tracing
-  if (config_backend() == "tensorflow") {
-    # The rule is off on TensorFlow (a known defect: R run inside Keras'
-    # shape inference of op_grad() there leaves a graph the default).
-    expect_identical(untraceable_reads(function(x) x * z), character())
-    return()
-  }
   # JAX's CustomVJPTest.test_bwd_closes_over_tracer: the rule reads y, a
   # symbolic tensor while `outer` is traced.
   outer <- function(y) {

@@ -262,8 +262,8 @@ test_that("a classed error in f or grad keeps its class in every mode, fit() inc
         label = label
       )
       # through Keras, which customgrad does not wrap: f fails when the
-      # model is built, grad in fit()
-      expect_error(
+      # model is built, grad in fit(); the R class comes first there too
+      err <- expect_error(
         {
           model <- keras_model_sequential(input_shape = 2) |>
             layer_dense(2) |>
@@ -276,6 +276,7 @@ test_that("a classed error in f or grad keeps its class in every mode, fit() inc
         class = "my_error",
         label = label
       )
+      expect_identical(class(err)[[1]], "my_error", label = label)
     }
   }
 })

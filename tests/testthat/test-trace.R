@@ -225,6 +225,30 @@ test_that("Keras variables are read at every call; a changed R value stops the r
   expect_no_message(expect_tensor(h(c(1, 2)), c(50, 100)))
 })
 
+test_that("R arithmetic between a traced tensor and another kind falls back, also in R that Python runs", {
+  skip_if_no_backend()
+  # While op_compile() traces, `ct` is a Keras symbolic tensor; op_grad()'s
+  # function, which reads it, is run by R inside Keras' shape inference on
+  # the backend's placeholders: `x * ct` mixes the two kinds (on
+  # TensorFlow, R warns "Incompatible methods", then fails). The trace
+  # falls back to R, and the failure leaves Python's frames in order (it
+  # had left TensorFlow's scratch graph the default graph).
+  g <- op_compile(function(x, ct) op_grad(function(x) op_sum(x * ct))(x))
+  x <- op_convert_to_tensor(c(1, 2))
+  ct <- op_convert_to_tensor(c(3, 4))
+  expect_message(
+    expect_tensor(g(x, ct), c(3, 4)),
+    if (config_backend() == "tensorflow") {
+      "R arithmetic between a traced tensor"
+    },
+    class = "customgrad_message_fallback"
+  )
+  expect_tensor(g(x * 2, ct * 2), c(6, 8))
+  # The session goes on: later gradients are numbers, also compiled.
+  expect_tensor(op_grad(function(x) op_sum(x^2))(3), 6)
+  expect_tensor(op_compile(op_grad(function(x) op_sum(x^3)))(2), 12)
+})
+
 test_that("a Keras variable's value used on no traced tensor falls back, read at every call", {
   skip_if_no_backend()
   # op_exp(v) ran once while tracing, and the replay kept its value after

@@ -57,9 +57,8 @@
 #   test_pretty_print and test_custom_lin_pretty_print (jaxpr text), and
 #   CustomVJP3Test (the same tests under another JAX config).
 
-# Peer cases customgrad still fails on some backends (issue 72: R run
-# untraced inside a tf.function leaves graph tensors; the others as named):
-# not registered there (CI counts a skip as a failure), and said so in the
+# Peer cases customgrad still fails on some backends (as named): not
+# registered there (CI counts a skip as a failure), and said so in the
 # test output.
 known_defect <- function(backends, why) {
   # (At the file's top level: backend_name() starts no Python.)
@@ -69,29 +68,6 @@ known_defect <- function(backends, why) {
   }
   cat(sprintf("\nNot run on %s, a known defect: %s\n", backend, why))
   TRUE
-}
-
-# `run`, self-contained, raises a classed customgrad error, in a child R
-# process: on TensorFlow a refusal raised inside its pfor graph
-# (op_vectorized_map()) leaves that graph the default (a known defect), so
-# such cases run apart from the rest.
-expect_refused_in_child <- function(run) {
-  skip_if_no_callr()
-  environment(run) <- globalenv()
-  classes <- run_in_fresh_r(
-    function(run) {
-      library(customgrad)
-      tryCatch(
-        {
-          run()
-          "no error"
-        },
-        error = class
-      )
-    },
-    args = list(run = run)
-  )
-  expect_true("customgrad_error" %in% classes)
 }
 
 test_that("keras core_test.test_custom_gradient (use_variable=False)", {
@@ -753,49 +729,24 @@ test_that("jax CustomVJPTest.test_nondiff_argnums_argnames", {
   expect_tensor(vg$grad, cos(1), tolerance = 1e-6)
 })
 
-if (
-  !known_defect(
-    "tensorflow",
-    "R run untraced inside a tf.function leaves a graph tensor as the result"
+test_that("jax CustomVJPTest.test_closed_over_jit_tracer", {
+  skip_if_no_backend()
+  # JAX skips this case (its nondiff_argnums no longer take tracers); in
+  # customgrad it is a function made inside a compiled one, closing over
+  # that function's tensor: not traced, R runs it.
+  outer <- function(x) {
+    op_custom_gradient(function(y) tuple(x * y, function(g) cos(y) * g))
+  }
+  g <- op_compile(function(x, y) outer(x)(y))
+  x <- op_convert_to_tensor(2, "float32")
+  y <- op_convert_to_tensor(3, "float32")
+  expect_tensor(suppressMessages(g(x, y)), 6)
+  expect_tensor(
+    suppressMessages(op_grad(g, wrt = 2)(x, y)),
+    cos(3),
+    tolerance = 1e-5
   )
-) {
-  test_that("jax CustomVJPTest.test_closed_over_jit_tracer", {
-    skip_if_no_backend()
-    skip_if_no_callr()
-    # JAX skips this case (its nondiff_argnums no longer take tracers); in
-    # customgrad it is a function made inside a compiled one, closing over
-    # that function's tensor. Run in a child R process: on TensorFlow it has
-    # left the session unable to run later gradients.
-    got <- run_in_fresh_r(function() {
-      library(customgrad)
-      outer <- function(x) {
-        op_custom_gradient(function(y) tuple(x * y, function(g) cos(y) * g))
-      }
-      g <- op_compile(function(x, y) outer(x)(y))
-      x <- op_convert_to_tensor(2, "float32")
-      y <- op_convert_to_tensor(3, "float32")
-      outcome <- function(run) {
-        tryCatch(
-          as.vector(as.array(run())),
-          error = function(e) list(message = conditionMessage(e))
-        )
-      }
-      list(
-        value = outcome(\() g(x, y)),
-        grad = outcome(\() op_grad(g, wrt = 2)(x, y))
-      )
-    })
-    expect_outcome <- function(outcome, expected) {
-      if (is.list(outcome)) {
-        fail(paste("Error instead of a value:", outcome$message))
-      } else {
-        expect_equal(outcome, expected, tolerance = 1e-5)
-      }
-    }
-    expect_outcome(got$value, 6)
-    expect_outcome(got$grad, cos(3))
-  })
-}
+})
 
 test_that("jax CustomVJPTest.test_closed_over_vmap_tracer", {
   skip_if_no_backend()
@@ -828,19 +779,7 @@ test_that("jax CustomVJPTest.test_closed_over_tracer3", {
     )
   }
   if (config_backend() == "tensorflow") {
-    expect_refused_in_child(function() {
-      outer <- function(x) {
-        f <- op_custom_gradient(function(y) {
-          tuple(x * y, function(g) cos(y) * g * x)
-        })
-        op_grad(f)
-      }
-      three <- op_convert_to_tensor(3, "float32")
-      op_vectorized_map(
-        op_convert_to_tensor(c(0, 1, 2), "float32"),
-        function(x) outer(x)(three)
-      )
-    })
+    expect_error(mapped(), class = "customgrad_error_transform")
   } else {
     expect_tensor(mapped(), cos(3) * xs, tolerance = 1e-5)
   }
@@ -931,19 +870,7 @@ test_that("jax CustomVJPTest.test_initial_style_vmap_2", {
     )[[2]]
   }
   if (config_backend() == "tensorflow") {
-    expect_refused_in_child(function() {
-      custom_fun <- op_custom_gradient(function(x) {
-        tuple(op_sum(x), function(g) g * op_ones_like(x))
-      })
-      train_fun <- function(x) {
-        op_grad(function(x) op_sum(op_vectorized_map(x, custom_fun)))(x)
-      }
-      op_scan(
-        function(carry, i) list(carry, train_fun(carry)),
-        op_ones(c(10, 3)),
-        xs = op_arange(4)
-      )
-    })
+    expect_error(run(), class = "customgrad_error_transform")
   } else {
     out <- run()
     expect_identical(unlist(op_shape(out)), c(4L, 10L, 3L))
@@ -972,17 +899,7 @@ if (
     expect_tensor(op_vectorized_map(x, foo), 3 * xs * 6, tolerance = 1e-6)
     grad <- function() op_grad(function(x) op_sum(op_vectorized_map(x, foo)))(x)
     if (config_backend() == "tensorflow") {
-      expect_refused_in_child(function() {
-        y <- op_convert_to_tensor(c(1, 2, 3), "float32")
-        f <- op_custom_gradient(function(x) {
-          tuple(3 * x * op_sum(y), function(g) 2 * cos(x) * g)
-        })
-        foo <- function(x) {
-          op_scan(function(carry, z) list(f(carry), NULL), x, length = 1L)[[1]]
-        }
-        x <- op_convert_to_tensor(c(0, 1, 2), "float32")
-        op_grad(function(x) op_sum(op_vectorized_map(x, foo)))(x)
-      })
+      expect_error(grad(), class = "customgrad_error_transform")
     } else {
       expect_tensor(grad(), 2 * cos(xs), tolerance = 1e-5)
     }
@@ -991,86 +908,60 @@ if (
 
 # JAX's test_bwd_closes_over_tracer and test_fwd_closes_over_tracer: f
 # makes a custom gradient whose rule uses f's own input y (directly, or
-# through a residual its f computes), jitted, mapped and differentiated, in
-# a child R process (they have crashed R). A value each, or the error met.
-closes_over_tracer_outcomes <- function(residual) {
-  run_in_fresh_r(
-    function(residual) {
-      library(customgrad)
-      f <- function(y) {
-        inner <- op_custom_gradient(function(x) {
-          saved <- if (residual) y + 0 * x else y
-          tuple(2 * sin(x), function(g) 2 * cos(saved) * g)
-        })
-        op_grad(inner)(op_ones_like(y))
-      }
-      outcome <- function(run) {
-        tryCatch(
-          as.vector(as.array(run())),
-          error = function(e) {
-            list(class = class(e), message = conditionMessage(e))
-          }
-        )
-      }
-      x <- op_convert_to_tensor(c(0, 1, 2), "float32")
-      list(
-        jit = outcome(\() op_compile(f)(op_convert_to_tensor(2, "float32"))),
-        vmap = outcome(\() op_vectorized_map(x, f)),
-        jit_vmap = outcome(\() op_compile(\(x) op_vectorized_map(x, f))(x)),
-        vmap_jit = outcome(\() op_vectorized_map(x, op_compile(f))),
-        grad = outcome(\() op_grad(f)(op_convert_to_tensor(4, "float32")))
-      )
-    },
-    args = list(residual = residual)
+# through a residual its f computes), jitted, mapped and differentiated:
+# JAX's values, or for the mapped cases a classed refusal (TensorFlow's
+# vectorized_map() drops custom rules; torch.func can't batch a function
+# that R runs at every call).
+expect_closes_over_tracer <- function(residual) {
+  f <- function(y) {
+    inner <- op_custom_gradient(function(x) {
+      saved <- if (residual) y + 0 * x else y
+      tuple(2 * sin(x), function(g) 2 * cos(saved) * g)
+    })
+    op_grad(inner)(op_ones_like(y))
+  }
+  x <- op_convert_to_tensor(c(0, 1, 2), "float32")
+  two <- op_convert_to_tensor(2, "float32")
+  expect_tensor(
+    suppressMessages(op_compile(f)(two)),
+    2 * cos(2),
+    tolerance = 1e-5
   )
-}
-
-# The outcomes are the values JAX's case asserts, or classed refusals (what
-# customgrad promises where it can't give the value).
-expect_closes_over_tracer <- function(got) {
-  expect_outcome <- function(outcome, expected) {
-    if (!is.list(outcome)) {
-      expect_equal(outcome, expected, tolerance = 1e-5)
-    } else if ("customgrad_error" %in% outcome$class) {
-      succeed(paste("classed:", outcome$message))
+  mapped <- list(
+    vmap = \() op_vectorized_map(x, f),
+    jit_vmap = \() op_compile(\(x) op_vectorized_map(x, f))(x),
+    vmap_jit = \() op_vectorized_map(x, op_compile(f))
+  )
+  for (run in mapped) {
+    got <- tryCatch(
+      suppressMessages(run()),
+      customgrad_error_transform = function(cnd) cnd
+    )
+    if (inherits(got, "customgrad_error_transform")) {
+      succeed(paste("refused:", conditionMessage(got)))
     } else {
-      fail(paste("Error instead of a value:", outcome$message))
+      expect_tensor(got, 2 * cos(c(0, 1, 2)), tolerance = 1e-5)
     }
   }
-  expect_outcome(got$jit, 2 * cos(2))
-  for (mapped in got[c("vmap", "jit_vmap", "vmap_jit")]) {
-    expect_outcome(mapped, 2 * cos(c(0, 1, 2)))
-  }
   # d/dy of the rule's 2 cos(y).
-  expect_outcome(got$grad, -2 * sin(4))
+  four <- op_convert_to_tensor(4, "float32")
+  expect_tensor(
+    suppressMessages(op_grad(f)(four)),
+    -2 * sin(4),
+    tolerance = 1e-5
+  )
 }
 
-if (
-  !known_defect(
-    "tensorflow",
-    "R run untraced inside a tf.function leaves graph tensors (op_grad: a symbolic result; vmap of op_compile: FuncGraph nesting)"
-  )
-) {
-  test_that("jax CustomVJPTest.test_bwd_closes_over_tracer", {
-    skip_if_no_backend()
-    skip_if_no_callr()
-    expect_closes_over_tracer(closes_over_tracer_outcomes(residual = FALSE))
-  })
-}
+test_that("jax CustomVJPTest.test_bwd_closes_over_tracer", {
+  skip_if_no_backend()
+  expect_closes_over_tracer(residual = FALSE)
+})
 
-if (
-  !known_defect(
-    c("tensorflow", "jax", "torch"),
-    "TensorFlow: graph tensors left by R run inside a tf.function; JAX: the child R crashes; PyTorch: 'Cannot copy out of meta tensor'"
-  )
-) {
-  test_that("jax CustomVJPTest.test_fwd_closes_over_tracer", {
-    skip_if_no_backend()
-    skip_if_no_callr()
-    # customgrad has no separate fwd rule: f computes the residual.
-    expect_closes_over_tracer(closes_over_tracer_outcomes(residual = TRUE))
-  })
-}
+test_that("jax CustomVJPTest.test_fwd_closes_over_tracer", {
+  skip_if_no_backend()
+  # customgrad has no separate fwd rule: f computes the residual.
+  expect_closes_over_tracer(residual = TRUE)
+})
 
 test_that("jax CustomVJPTest.test_float0", {
   skip_if_no_backend()

@@ -286,10 +286,14 @@ def r_condition_type(classes):
     """The :class:`RConditionError` subclass for R ``classes``, made once."""
     cls = _r_condition_types.get(classes)
     if cls is None:
+        # Named as the R condition's first class, with an empty module, so
+        # that its first R class is that one too (`class(e)[1]`), not this
+        # module's; reticulate's methods (before R's classes that follow)
+        # still read it as the Python exception it is.
         cls = type(
-            "RCondition",
-            (RConditionError, *(r_class_base(c) for c in classes)),
-            {"__module__": __name__, "__doc__": "An R condition of these classes."},
+            classes[0],
+            (RConditionError, *(r_class_base(c) for c in classes[1:])),
+            {"__module__": "", "__doc__": "An R condition of these classes."},
         )
         _r_condition_types[classes] = cls
     return cls
