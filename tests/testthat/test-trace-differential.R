@@ -20,6 +20,7 @@ test_that("traced routes of every keras3 op compute what eager R computes", {
   expect_true(all(names(differential_overrides) %in% ops))
 
   withr::local_seed(20260501)
+  local_fast_compiling()
   started <- proc.time()[["elapsed"]]
   results <- run_differential(setdiff(ops, names(uncallable)))
   elapsed <- proc.time()[["elapsed"]] - started

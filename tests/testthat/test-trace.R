@@ -249,6 +249,33 @@ test_that("R arithmetic between a traced tensor and another kind falls back, als
   expect_tensor(op_compile(op_grad(function(x) op_sum(x^3)))(2), 12)
 })
 
+test_that("what R computes from captured tensors while a compiler runs it is a constant of the trace", {
+  skip_if_no_backend()
+  # h is traced the first time a compiler running R (trace = FALSE) calls
+  # it. On JAX, op_sum(y) was staged into that jax.jit's trace, and the
+  # recording kept its tracer: every later call raised a raw
+  # UnexpectedTracerError (JAX's test_initial_style_vmap_3, with a scan).
+  # TensorFlow's graph makes op_sum(y) a graph tensor: a fallback to R.
+  y <- op_convert_to_tensor(c(1, 2, 3), "float32")
+  h <- op_custom_gradient(function(x) {
+    s <- op_sum(y)
+    tuple(x * s, function(g) g * s * 2)
+  })
+  x <- op_convert_to_tensor(c(0.5, 1, 2), "float32")
+  compiled <- op_compile(function(x) h(x), trace = FALSE)
+  if (config_backend() == "tensorflow") {
+    expect_message(
+      expect_tensor(compiled(x), c(3, 6, 12)),
+      class = "customgrad_message_fallback"
+    )
+  } else {
+    expect_no_message(expect_tensor(compiled(x), c(3, 6, 12)))
+  }
+  expect_tensor(h(x), c(3, 6, 12))
+  expect_tensor(op_grad(function(x) op_sum(h(x)))(x), c(12, 12, 12))
+  expect_tensor(compiled(x * 2), c(6, 12, 24))
+})
+
 test_that("a Keras variable's value used on no traced tensor falls back, read at every call", {
   skip_if_no_backend()
   # op_exp(v) ran once while tracing, and the replay kept its value after

@@ -57,19 +57,6 @@
 #   test_pretty_print and test_custom_lin_pretty_print (jaxpr text), and
 #   CustomVJP3Test (the same tests under another JAX config).
 
-# Peer cases customgrad still fails on some backends (as named): not
-# registered there (CI counts a skip as a failure), and said so in the
-# test output.
-known_defect <- function(backends, why) {
-  # (At the file's top level: backend_name() starts no Python.)
-  backend <- backend_name()
-  if (!backend %in% backends) {
-    return(FALSE)
-  }
-  cat(sprintf("\nNot run on %s, a known defect: %s\n", backend, why))
-  TRUE
-}
-
 test_that("keras core_test.test_custom_gradient (use_variable=False)", {
   skip_if_no_backend()
   log1pexp <- new_log1pexp()
@@ -878,33 +865,26 @@ test_that("jax CustomVJPTest.test_initial_style_vmap_2", {
   }
 })
 
-if (
-  !known_defect(
-    "jax",
-    "UnexpectedTracerError: op_scan() run by R inside op_vectorized_map() keeps a tracer"
-  )
-) {
-  test_that("jax CustomVJPTest.test_initial_style_vmap_3", {
-    skip_if_no_backend()
-    y <- op_convert_to_tensor(c(1, 2, 3), "float32")
-    # f closes over a constant array.
-    f <- op_custom_gradient(function(x) {
-      tuple(3 * x * op_sum(y), function(g) 2 * cos(x) * g)
-    })
-    foo <- function(x) {
-      op_scan(function(carry, z) list(f(carry), NULL), x, length = 1L)[[1]]
-    }
-    xs <- c(0, 1, 2)
-    x <- op_convert_to_tensor(xs, "float32")
-    expect_tensor(op_vectorized_map(x, foo), 3 * xs * 6, tolerance = 1e-6)
-    grad <- function() op_grad(function(x) op_sum(op_vectorized_map(x, foo)))(x)
-    if (config_backend() == "tensorflow") {
-      expect_error(grad(), class = "customgrad_error_transform")
-    } else {
-      expect_tensor(grad(), 2 * cos(xs), tolerance = 1e-5)
-    }
+test_that("jax CustomVJPTest.test_initial_style_vmap_3", {
+  skip_if_no_backend()
+  y <- op_convert_to_tensor(c(1, 2, 3), "float32")
+  # f closes over a constant array.
+  f <- op_custom_gradient(function(x) {
+    tuple(3 * x * op_sum(y), function(g) 2 * cos(x) * g)
   })
-}
+  foo <- function(x) {
+    op_scan(function(carry, z) list(f(carry), NULL), x, length = 1L)[[1]]
+  }
+  xs <- c(0, 1, 2)
+  x <- op_convert_to_tensor(xs, "float32")
+  expect_tensor(op_vectorized_map(x, foo), 3 * xs * 6, tolerance = 1e-6)
+  grad <- function() op_grad(function(x) op_sum(op_vectorized_map(x, foo)))(x)
+  if (config_backend() == "tensorflow") {
+    expect_error(grad(), class = "customgrad_error_transform")
+  } else {
+    expect_tensor(grad(), 2 * cos(xs), tolerance = 1e-5)
+  }
+})
 
 # JAX's test_bwd_closes_over_tracer and test_fwd_closes_over_tracer: f
 # makes a custom gradient whose rule uses f's own input y (directly, or

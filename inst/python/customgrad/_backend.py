@@ -17,6 +17,8 @@ interface, and nothing else in the package asks which backend is active:
 * ``enable_float64()`` / ``restore_float64(previous)``: float64 compute.
 * ``forward_history()`` (PyTorch only; optional): the context R's ``f``
   runs in when it runs at a call (see ``_trace.RCalls``).
+* ``symbolic_run()`` (JAX only; optional): the context R runs in while
+  it is traced on Keras symbolic tensors (see ``_trace``).
 * ``on_main_thread(fn)`` (TensorFlow only; optional): ``fn()`` run on the
   main thread when called from a strategy's replica thread (``_trace``).
 * ``nbytes(x)``: the bytes of a concrete tensor (0 for anything else);

@@ -226,6 +226,17 @@ def _position(variables, variable):
     return None
 
 
+def symbolic_run():
+    """The context R runs in while it is traced on Keras symbolic tensors.
+    What R computes there from concrete arrays alone (``op_sum(y)`` of a
+    ``y`` it closes over) is computed at once, as a constant of the
+    recording: JAX would otherwise stage it into whatever transform is
+    running (the body of a ``lax.scan`` that called the function), and
+    the recording would keep that transform's tracer, which leaks at the
+    next replay elsewhere (JAX's ``test_initial_style_vmap_3``)."""
+    return jax.ensure_compile_time_eval()
+
+
 def no_grad():
     """Nothing to switch off: JAX differentiates only under its transforms."""
     return contextlib.nullcontext()

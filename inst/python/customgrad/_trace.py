@@ -123,6 +123,13 @@ def replay_safe():
         raise _messages.TraceFailed(READ_REASON)
 
 
+def _symbolic_run():
+    """The adapter's context for R's run on symbolic tensors (JAX's), or
+    none."""
+    context = getattr(_backend.adapter(), "symbolic_run", None)
+    return contextlib.nullcontext() if context is None else context()
+
+
 class _Watch(keras.StatelessScope):
     """The stateless scope R traces in (:func:`replay_safe`): counts the
     values read through it, draws (of a seed generator's state) apart;
@@ -374,7 +381,7 @@ class Traced:
         pending = _Pending(key)
         self.in_progress.append(pending)
         try:
-            with nested_call, replay_safe():
+            with nested_call, replay_safe(), _symbolic_run():
                 entry = Trace(self.source, flat, in_spec, pending)
         except _messages.TraceFailed as exc:
             entry = Fallback(str(exc))
