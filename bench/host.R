@@ -6,8 +6,12 @@
 # callbacks); or `fit EPOCHS`, the one-weight model through besselK(), with
 # Keras' default compilation (TensorFlow: run_eagerly = TRUE, the only way
 # its fit() reaches R). bench/host_reference.py is the same in Python with
-# NumPy and SciPy. Prints what reference.py's report() prints.
-# Usage: KERAS_BACKEND=jax Rscript bench/host.R KERNEL MODE N STEPS
+# NumPy and SciPy. With `direct`, the floor of the issue "customgrad's own
+# cost per call": the user's own f and grad called directly from R, with
+# the same keras3 calls in them (f, the sum of its value, grad of ones),
+# what that R code costs whatever runs it (MODE is ignored). Prints what
+# reference.py's report() prints.
+# Usage: KERAS_BACKEND=jax Rscript bench/host.R KERNEL MODE N STEPS [direct]
 #        | fit EPOCHS
 args <- commandArgs(trailingOnly = TRUE)
 suppressPackageStartupMessages({
@@ -26,17 +30,24 @@ kernels <- list(
   )
 )
 
-host_op <- function(kernel) {
+# The user's f: R reads x's values, computes the kernel and its slope.
+# `result(value, grad)` is keras3's tuple(), or for the floor list() (R
+# calls grad itself there; tuple() costs nothing measurable beside it).
+host_f <- function(kernel, result = tuple) {
   k <- kernels[[kernel]]
-  op_custom_gradient(trace = FALSE, value_like = "x", function(x) {
+  function(x) {
     xv <- as.array(x)
-    tuple(
+    result(
       op_convert_to_tensor(k$value(xv), op_dtype(x)),
       function(upstream) {
         upstream * op_convert_to_tensor(k$slope(xv), op_dtype(x))
       }
     )
-  })
+  }
+}
+
+host_op <- function(kernel) {
+  op_custom_gradient(host_f(kernel), trace = FALSE, value_like = "x")
 }
 
 if (args[[1]] == "fit") {
@@ -59,12 +70,22 @@ kernel <- args[[1]]
 mode <- args[[2]]
 n <- as.numeric(args[[3]])
 steps <- as.integer(args[[4]])
+# An array of n elements, shape (n), as the NumPy reference has (an R
+# number would be a tensor of shape ()).
+x <- op_convert_to_tensor(array(seq(0.5, 2, length.out = n), n), "float32")
+if (identical(args[5], "direct")) {
+  f <- host_f(kernel, list)
+  ones <- op_ones_like(x)
+  step <- function() {
+    result <- f(x)
+    list(op_sum(result[[1]]), result[[2]](ones))
+  }
+  time_steps(step, steps)
+  quit(save = "no")
+}
 op <- host_op(kernel)
 step <- op_value_and_grad(function(x) op_sum(op(x)))
 if (mode == "compiled") {
   step <- op_compile(step)
 }
-# An array of n elements, shape (n), as the NumPy reference has (an R
-# number would be a tensor of shape ()).
-x <- op_convert_to_tensor(array(seq(0.5, 2, length.out = n), n), "float32")
 time_steps(function() step(x), steps)

@@ -4,7 +4,9 @@
 # ("native", tests/testthat/eager-loop.R), op_grad() ("op_grad"), or the
 # native harness around reference.py's Python log1pexp ("floor"); or keras3's
 # fit() of reference.py's MLP ("fit"). Prints what reference.py's report()
-# prints; bench::mark() times each step, every step kept.
+# prints; bench::mark() times each step, every step kept. "pystep": the
+# floor of op_grad() (the issue "customgrad's own cost per call"): the
+# R loop calling reference.py's whole step, written in Python, once a step.
 # Usage: KERAS_BACKEND=jax Rscript bench/loop.R ROUTE N STEPS
 #        | fit EPOCHS [customgrad | floor]   (floor: reference.py's log1pexp)
 args <- commandArgs(trailingOnly = TRUE)
@@ -35,15 +37,22 @@ n <- as.numeric(args[[2]])
 steps <- as.integer(args[[3]])
 f <- if (route == "floor") ref$log1pexp else naive_log1pexp()
 eager <- if (route == "floor") "native" else route
+make_step <- function(x) {
+  if (route != "pystep") {
+    return(eager_step(f, x, eager))
+  }
+  python_step <- ref$eager_step(x)
+  function() python_step()
+}
 # At n > 1, 20 steps at one element first, as reference.py does: the
 # memory reported is the peak above this process's own peak there. At
 # n = 1 the timed loop is the first: its first step's trace is timed.
 if (n > 1) {
-  small <- eager_step(f, op_ones(1) * 0.5, eager)
+  small <- make_step(op_ones(1) * 0.5)
   for (i in 1:20) {
     small()
   }
 }
 base <- ref$peak_mb()
-step <- eager_step(f, op_ones(n) * 0.5, eager)
+step <- make_step(op_ones(n) * 0.5)
 time_steps(step, steps, extra_mb = ref$peak_mb() - base)

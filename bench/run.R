@@ -25,6 +25,7 @@ cases <- utils::read.table(
   eager 1    4000 floor
   eager 1    4000 native
   eager 1    4000 op_grad
+  eager 1    4000 pystep
   eager 1e6  300  python
   eager 1e6  300  native
   eager 1e6  300  op_grad
@@ -37,16 +38,26 @@ cases <- utils::read.table(
   fit   0    12   floor
   exp-eager        1   2000 r
   exp-eager        1   2000 numpy
+  exp-eager        1   2000 direct
   exp-compiled     1   2000 r
   exp-compiled     1   2000 numpy
+  exp-compiled     1   2000 direct
   exp-eager        1e5 200  r
   exp-eager        1e5 200  numpy
+  exp-eager        1e5 200  direct
   exp-compiled     1e5 200  r
   exp-compiled     1e5 200  numpy
+  exp-compiled     1e5 200  direct
+  besselk-eager    1   2000 r
+  besselk-eager    1   2000 direct
+  besselk-eager    1e5 200  r
+  besselk-eager    1e5 200  direct
   besselk-compiled 1   2000 r
   besselk-compiled 1   2000 numpy
+  besselk-compiled 1   2000 direct
   besselk-compiled 1e5 200  r
   besselk-compiled 1e5 200  numpy
+  besselk-compiled 1e5 200  direct
   host-fit         0   20   r
   host-fit         0   20   numpy"
 )
@@ -85,6 +96,8 @@ run_case <- function(backend, case) {
     args <- if (parts[[1]] == "host") c("fit", size) else c(parts, n, size)
     if (case$impl == "numpy") {
       c(python, "bench/host_reference.py", args)
+    } else if (case$impl == "direct") {
+      c("Rscript", "bench/host.R", args, "direct")
     } else {
       c("Rscript", "bench/host.R", args)
     }
@@ -224,7 +237,16 @@ targets <- utils::read.table(
   'R exp() host op, compiled, n = 1 / NumPy' 1.5  exp-compiled 1   r numpy mean_us
   'R exp() host op, eager, n = 1e5 / NumPy' 1.1   exp-eager    1e5 r numpy mean_us
   'R exp() host op, compiled, n = 1e5 / NumPy' 1.1 exp-compiled 1e5 r numpy mean_us
-  'fit() through R besselK() / SciPy'       1.2   host-fit     0   r numpy mean_us"
+  'fit() through R besselK() / SciPy'       1.2   host-fit     0   r numpy mean_us
+  'op_grad() n = 1 / its Python step from R' 1.2  eager        1   op_grad pystep mean_us
+  'R exp() host op, eager, n = 1 / user\'s R' 1.3 exp-eager   1   r direct mean_us
+  'R exp() host op, compiled, n = 1 / user\'s R' 1.3 exp-compiled 1 r direct mean_us
+  'R exp() host op, eager, n = 1e5 / user\'s R' 1.3 exp-eager 1e5 r direct mean_us
+  'R exp() host op, compiled, n = 1e5 / user\'s R' 1.3 exp-compiled 1e5 r direct mean_us
+  'R besselK() host op, eager, n = 1 / user\'s R' 1.3 besselk-eager 1 r direct mean_us
+  'R besselK() host op, compiled, n = 1 / user\'s R' 1.3 besselk-compiled 1 r direct mean_us
+  'R besselK() host op, eager, n = 1e5 / user\'s R' 1.3 besselk-eager 1e5 r direct mean_us
+  'R besselK() host op, compiled, n = 1e5 / user\'s R' 1.3 besselk-compiled 1e5 r direct mean_us"
 )
 # A partial run (BENCH_ONLY) states the targets and shares of its loops.
 in_run <- function(specs) {
