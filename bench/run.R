@@ -239,14 +239,14 @@ targets <- utils::read.table(
   'R exp() host op, compiled, n = 1e5 / NumPy' 1.1 exp-compiled 1e5 r numpy mean_us
   'fit() through R besselK() / SciPy'       1.2   host-fit     0   r numpy mean_us
   'op_grad() n = 1 / its Python step from R' 1.2  eager        1   op_grad pystep mean_us
-  'R exp() host op, eager, n = 1 / user\'s R' 1.3 exp-eager   1   r direct mean_us
-  'R exp() host op, compiled, n = 1 / user\'s R' 1.3 exp-compiled 1 r direct mean_us
-  'R exp() host op, eager, n = 1e5 / user\'s R' 1.3 exp-eager 1e5 r direct mean_us
-  'R exp() host op, compiled, n = 1e5 / user\'s R' 1.3 exp-compiled 1e5 r direct mean_us
-  'R besselK() host op, eager, n = 1 / user\'s R' 1.3 besselk-eager 1 r direct mean_us
-  'R besselK() host op, compiled, n = 1 / user\'s R' 1.3 besselk-compiled 1 r direct mean_us
-  'R besselK() host op, eager, n = 1e5 / user\'s R' 1.3 besselk-eager 1e5 r direct mean_us
-  'R besselK() host op, compiled, n = 1e5 / user\'s R' 1.3 besselk-compiled 1e5 r direct mean_us"
+  'R exp() host op, eager, n = 1 / user\\'s R' 1.3 exp-eager   1   r direct mean_us
+  'R exp() host op, compiled, n = 1 / user\\'s R' 1.3 exp-compiled 1 r direct mean_us
+  'R exp() host op, eager, n = 1e5 / user\\'s R' 1.3 exp-eager 1e5 r direct mean_us
+  'R exp() host op, compiled, n = 1e5 / user\\'s R' 1.3 exp-compiled 1e5 r direct mean_us
+  'R besselK() host op, eager, n = 1 / user\\'s R' 1.3 besselk-eager 1 r direct mean_us
+  'R besselK() host op, compiled, n = 1 / user\\'s R' 1.3 besselk-compiled 1 r direct mean_us
+  'R besselK() host op, eager, n = 1e5 / user\\'s R' 1.3 besselk-eager 1e5 r direct mean_us
+  'R besselK() host op, compiled, n = 1e5 / user\\'s R' 1.3 besselk-compiled 1e5 r direct mean_us"
 )
 # A partial run (BENCH_ONLY) states the targets and shares of its loops.
 in_run <- function(specs) {
