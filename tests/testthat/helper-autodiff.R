@@ -28,6 +28,11 @@ py_value <- function(x) {
   if (inherits(x, "python.builtin.object")) reticulate::py_to_r(x) else x
 }
 
+# How many times Python has called into R so far (customgrad's callbacks).
+r_calls_so_far <- function() {
+  py_value(customgrad:::customgrad_py("_bridge")$r_calls)[[1]]
+}
+
 # A tensor's values as a plain R vector.
 grad_values <- function(x) as.vector(as.array(x))
 

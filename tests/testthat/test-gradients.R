@@ -282,11 +282,6 @@ test_that("customgrad's errors about a wrapped function without a name name the 
 
 # --- Traced: R runs f once per input signature ---------------------------
 
-# How many times Python has called into R so far.
-r_calls_so_far <- function() {
-  py_value(customgrad:::customgrad_py("_bridge")$r_calls)[[1]]
-}
-
 test_that("op_grad() runs f once per signature and replays it without R", {
   skip_if_no_backend()
   calls <- 0

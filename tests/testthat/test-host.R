@@ -20,6 +20,26 @@ test_that("op_compile() runs it in a host callback, value and gradient", {
   }
 })
 
+test_that("a host op's value and gradient enter R twice a call, eagerly and compiled", {
+  skip_if_no_backend()
+  # Once for f, once for grad: a callback more per call would cost every
+  # call of every R host op (the issue "customgrad's own cost per call").
+  bk <- bessel_k()
+  x <- op_convert_to_tensor(x_host, "float32")
+  eager <- op_value_and_grad(function(x) op_sum(bk(x)))
+  steps <- list(eager = eager, compiled = op_compile(eager))
+  for (step in steps) {
+    # The first calls trace and compile (on TensorFlow the second call
+    # compiles the eager gradient's replay).
+    step(x)
+    step(x)
+    before <- r_calls_so_far()
+    out <- step(x * 2)
+    expect_identical(r_calls_so_far() - before, 2L)
+    expect_values(as.array(out[[2]]), dbessel_k(x_host * 2))
+  }
+})
+
 test_that("a traced function that falls back says so once, then compiles", {
   skip_if_no_backend()
   bk <- bessel_k(trace = TRUE)
