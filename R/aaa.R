@@ -14,6 +14,7 @@ the$np_asarray <- NULL # numpy.asarray, for R arrays as tensors
 # the package is built would not survive serialization), not an
 # environment, whose every new name would be a symbol that R keeps for good.
 the$grads <- NULL
+the$code_reads <- NULL # what functions' code reads, a hash table (captures.R)
 the$grad_handle <- 0 # the last handle given to a grad callback
 the$collection_deferred <- FALSE # R collects before its next call (python.R)
 the$tracing <- 0L # depth of f or grad running on symbolic tensors (trace.R)

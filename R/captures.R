@@ -48,21 +48,14 @@ captured_bindings <- function(f) {
     if (is.null(env) || is_package_env(env)) {
       return()
     }
-    code <- body(fn)
-    assigned <- if (own) superassigned(code) else character()
-    read <- vapply(assigned, read_beside_update, NA, code = code)
+    code <- code_reads(fn)
+    assigned <- if (own) code$superassigned else character()
+    read <- code$read_beside_update[assigned]
     opaque <<- c(
       opaque,
       sprintf("`%s`, a variable it also assigns with `<<-`,", assigned[read])
     )
-    # findGlobals() reads the code without running it (codetools ships
-    # with R); its warnings about the code are not the user's concern
-    # here, and a function it can't read adds nothing.
-    globals <- tryCatch(
-      suppressWarnings(codetools::findGlobals(fn)),
-      error = function(e) NULL
-    )
-    for (name in setdiff(globals, assigned)) {
+    for (name in setdiff(code$globals, assigned)) {
       where <- binding_env(name, env)
       # (base's `.GlobalEnv` is the global environment: its fields count.)
       if (is.null(where) || (is_package_env(where) && name != ".GlobalEnv")) {
@@ -70,11 +63,10 @@ captured_bindings <- function(f) {
         next
       }
       value <- get(name, envir = where, inherits = FALSE)
-      record(name, name, where, value, field_paths(code, name))
+      record(name, name, where, value, code$field_paths[[name]])
     }
-    lookups <- literal_lookups(code)
-    locals <- c(names(formals(fn)), local_names(fn))
-    for (name in setdiff(lookups$names, c(locals, assigned))) {
+    lookups <- code$lookups
+    for (name in setdiff(lookups$names, c(code$locals, assigned))) {
       where <- binding_env(name, env)
       if (is.null(where)) {
         # `get0("w")` of a `w` defined later: seen where f would find it.
@@ -97,10 +89,13 @@ captured_bindings <- function(f) {
     if (is_traced_tensor(value)) {
       # A function made inside a traced one, reading that one's tensor: a
       # replay would compute with the tensor of the trace it was made in.
-      opaque <<- c(opaque, sprintf(
-        "`%s`, a tensor of the traced function it was made in,",
-        name
-      ))
+      opaque <<- c(
+        opaque,
+        sprintf(
+          "`%s`, a tensor of the traced function it was made in,",
+          name
+        )
+      )
     }
     add(list(name = name, key = key, env = env, value = value))
     if (is.function(value)) {
@@ -163,6 +158,62 @@ captured_bindings <- function(f) {
     structure(found, check = capture_check(found), opaque = unique(opaque))
   } # NULL: nothing to check at each call
 }
+
+# What captured_bindings() reads of a function's code, which depends on
+# the code alone: the variables it reads from outside (`globals`), with the
+# fields it reads of each (`field_paths`, field_paths()); the targets of its
+# `<<-` (`superassigned`) and, for each, whether the code also reads it;
+# what it looks up by a written name (`lookups`); its formals and local
+# variables (`locals`). Reading the code is most of a trace's cost in R
+# (codetools' walk, about 2 ms a function, at every trace of every
+# function a traced one reaches), so it is kept per code, in the hash
+# table `the$code_reads` (keyed by the body and formals, compared with
+# identical()). codetools reads a few base functions specially (`quote()`,
+# `local()`, `with()`) unless the function's environment defines its own
+# of that name: the same code with and without such a mask is assumed not
+# to meet.
+code_reads <- function(fn) {
+  body <- body(fn)
+  formals <- formals(fn)
+  key <- list(body, formals)
+  kept <- utils::gethash(the$code_reads, key)
+  if (!is.null(kept)) {
+    return(kept)
+  }
+  # findGlobals() reads the code without running it (codetools ships with
+  # R); its warnings about the code are not the user's concern here, and a
+  # function it can't read adds nothing.
+  globals <- tryCatch(
+    suppressWarnings(codetools::findGlobals(fn)),
+    error = function(e) NULL
+  )
+  superassigned <- superassigned(body)
+  reads <- list(
+    globals = globals,
+    field_paths = sapply(
+      globals,
+      function(name) field_paths(body, name),
+      simplify = FALSE
+    ),
+    superassigned = superassigned,
+    read_beside_update = vapply(
+      superassigned,
+      read_beside_update,
+      NA,
+      code = body
+    ),
+    lookups = literal_lookups(body),
+    locals = c(names(formals), local_names(fn))
+  )
+  if (utils::numhash(the$code_reads) >= max_code_reads) {
+    utils::clrhash(the$code_reads) # (code made at run time)
+  }
+  utils::sethash(the$code_reads, key, reads)
+  reads
+}
+
+# The most functions' code code_reads() keeps.
+max_code_reads <- 2000L
 
 # What `f` reads that a trace would fix and no check before a call can
 # see (see captured_bindings()): a character vector, empty if nothing.

@@ -1,5 +1,6 @@
 .onLoad <- function(libname, pkgname) {
   the$grads <- utils::hashtab()
+  the$code_reads <- utils::hashtab()
   declare_python_requirements()
   register_python_module()
   register_tensor_methods()

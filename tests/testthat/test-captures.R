@@ -24,6 +24,50 @@ test_that("captured_bindings() finds what f reads from outside, through R functi
   )
 })
 
+test_that("a function's code is read once; each closure of it checks its own values", {
+  skip_if_no_backend()
+  # codetools' walk over a function's code, counted.
+  n <- 0
+  count <- function() n <<- n + 1
+  reads <- function() n
+  suppressMessages(trace(
+    "findGlobals",
+    tracer = bquote(.(count)()),
+    where = asNamespace("codetools"),
+    print = FALSE
+  ))
+  withr::defer(suppressMessages(untrace(
+    "findGlobals",
+    where = asNamespace("codetools")
+  )))
+  scaled <- function(scale) {
+    list(
+      g = op_grad(function(x) op_sum(op_multiply(x, scale))),
+      env = environment()
+    )
+  }
+  x <- op_convert_to_tensor(c(1, 1))
+  g2 <- scaled(2)$g
+  expect_tensor(g2(x), c(2, 2))
+  read_once <- reads()
+  expect_gt(read_once, 0)
+  three <- scaled(3) # the same code: read no more
+  g3 <- three$g
+  expect_tensor(g3(x), c(3, 3))
+  expect_identical(reads(), read_once)
+  # Each closure's own value is what is checked and replayed.
+  three$env$scale <- 5
+  expect_message(
+    expect_tensor(g3(x), c(5, 5)),
+    "`scale` has changed",
+    class = "customgrad_message_fallback"
+  )
+  expect_no_message(expect_tensor(g2(x), c(2, 2)))
+  # Other code is read.
+  expect_tensor(op_grad(function(x) op_sum(x * 4))(x), c(4, 4))
+  expect_gt(reads(), read_once)
+})
+
 test_that("changed_capture() sees a binding changed, modified in place or removed", {
   local_env <- new.env()
   local(
