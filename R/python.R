@@ -29,7 +29,10 @@ customgrad_py <- function(submodule = NULL, call = rlang::caller_env()) {
     the$backend <- keras_backend_in_python()
     set_collector()
     the$py_module$set_r_library(r_library_paths())
-    the$py_module$set_grad_runner(r_callback(run_grad))
+    the$py_module$set_grad_runner(
+      r_callback(run_grad),
+      r_callback(release_grads)
+    )
     the$py_ready <- TRUE
   }
   ensure_backend_unchanged(call)

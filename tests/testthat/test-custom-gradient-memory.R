@@ -32,6 +32,58 @@ test_that("an untraced function's last grad goes at the next call that runs R", 
   expect_captured_released(refs, TRUE)
 })
 
+test_that("R-run grads do not pile up over op_grad() calls, and go with the function", {
+  skip_if_no_backend()
+  refs <- list()
+  # R runs f at every call (trace = FALSE); each call's grad holds 800 kB.
+  f <- op_custom_gradient(
+    function(x) {
+      big <- new.env()
+      big$values <- seq_len(1e5) / 2
+      refs[[length(refs) + 1L]] <<- rlang::new_weakref(big)
+      tuple(x * 2, function(upstream) upstream * 2 + 0 * big$values[[1]])
+    },
+    trace = FALSE
+  )
+  registered <- function() utils::numhash(the$grads)
+  x <- op_convert_to_tensor(c(1, 2))
+  grad_of <- function(result) if (is.list(result)) result$grad else result
+  for (transform in list(op_grad, op_value_and_grad)) {
+    g <- transform(function(x) op_sum(f(x)))
+    for (i in 1:2) {
+      expect_tensor(grad_of(g(x)), c(2, 2)) # traced and compiled by now
+    }
+    gc()
+    expect_tensor(grad_of(g(x)), c(2, 2))
+    before <- registered()
+    for (i in 1:15) {
+      expect_tensor(grad_of(g(x)), c(2, 2))
+      if (config_backend() == "jax") {
+        expect_null(utils::gethash(the$grads, the$grad_handle))
+      }
+    }
+    # A call's own grad goes as the call returns (JAX; TensorFlow's
+    # compiled replay runs R when it traces only), or once R's collector
+    # drops the tensors that hold it (PyTorch).
+    gc()
+    expect_tensor(grad_of(g(x)), c(2, 2))
+    expect_lte(registered(), before)
+  }
+  rm(f, g)
+  gc()
+  other <- op_custom_gradient(\(x) tuple(x + 1, \(up) up), trace = FALSE)
+  expect_values(as.array(other(1)), 2) # R learns of dropped grads here
+  gc()
+  kept <- sum(vapply(refs, \(ref) !is.null(rlang::wref_key(ref)), NA))
+  if (config_backend() == "tensorflow") {
+    # TensorFlow's gradient registry keeps each tf.function trace's
+    # grad_fn, graph and all, for good: one per trace, not per call.
+    expect_lte(kept, 4)
+  } else {
+    expect_identical(kept, 0L)
+  }
+})
+
 test_that("dropped op_grad() and op_compile() functions release what f captured", {
   skip_if_no_backend()
   make <- function(transform) {

@@ -103,6 +103,7 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
             reply = _memory.call_from_r(concrete, upstream, *args)
         else:
             reply = _memory.call_from_r(_run_plain, *compiled)
+        _bridge.release_to_r()
         # R converts a dict reply item by item (~60 us a step at n = 1); a
         # gradient alone reaches it as the tensor it is.
         return _grads_alone(reply) if grads_only else reply
@@ -232,7 +233,9 @@ def compile_function(fn, backend=None):
             if len(compiled) >= _MAX_COMPILED:
                 compiled.popitem(last=False)
             run = compiled[spec.key] = adapter.compile(_Flat(fn, spec))
-        return _memory.call_from_r(_run_plain, run, leaves)
+        result = _memory.call_from_r(_run_plain, run, leaves)
+        _bridge.release_to_r()
+        return result
 
     return call
 

@@ -138,13 +138,25 @@ class Grad:
             _released.append(self.handle)
 
 
-_grad_runner = {"run": None}
+_grad_runner = {"run": None, "release": None}
 _released = []
 
 
-def set_grad_runner(run):
-    """Register R's ``run_grad(handle, upstream, variables)`` callback."""
+def set_grad_runner(run, release=None):
+    """Register R's ``run_grad(handle, upstream, variables)`` callback and
+    ``release_grads(handles)``, which drops the callbacks Python no longer
+    needs."""
     _grad_runner["run"] = run
+    _grad_runner["release"] = release
+
+
+def release_to_r():
+    """Hand R the grad callbacks Python dropped, now: at the end of a call
+    R made (``op_grad()``, ``op_compile()``), whose backward passes are
+    over, so that what an R-run ``grad`` holds does not outlive the call.
+    Nothing to do (no call into R) where no R forward ran."""
+    if _released and _grad_runner["release"] is not None:
+        _grad_runner["release"](take_released())
 
 
 def take_released():
