@@ -10,6 +10,7 @@ the$backend <- NULL # Keras' backend when customgrad started using it
 the$submodules <- new.env(parent = emptyenv()) # customgrad.<name> modules
 the$ops <- new.env(parent = emptyenv()) # cached keras.ops callables
 the$np_asarray <- NULL # numpy.asarray, for R arrays as tensors
+the$f_result_parts <- NULL # _bridge.f_result_parts (reticulate-internals.R)
 # grad callbacks by handle: a hash table (made in .onLoad: one made when
 # the package is built would not survive serialization), not an
 # environment, whose every new name would be a symbol that R keeps for good.

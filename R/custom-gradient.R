@@ -616,13 +616,11 @@ custom_gradient_forward <- function(
 
 # f's result as an R list of value and grad. keras3's tuple() is
 # reticulate's: a Python tuple, whose grad is a Python wrapper of the R
-# function; that function, formals and all, is taken back out of it.
+# function; that function, formals and all, is taken back out of it
+# (reticulate-internals.R).
 as_f_result <- function(result, call = NULL) {
   if (inherits(result, "python.builtin.tuple")) {
-    result <- reticulate::py_to_r(result)
-    if (length(result) == 2L) {
-      result[[2]] <- r_function_in(result[[2]])
-    }
+    result <- f_result_parts(result)
   }
   check_custom_gradient_result(result, call = call)
 }

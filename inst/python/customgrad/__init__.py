@@ -43,6 +43,7 @@ R_INTERFACE = {
     "Static": "_structure",
     "set_grad_runner": "_bridge",
     "take_released": "_bridge",
+    "f_result_parts": "_bridge",
     "set_collector": "_memory",
     "collect_deferred": "_memory",
     "nesting_depth": "_trace",

@@ -138,6 +138,23 @@ class Grad:
             _released.append(self.handle)
 
 
+def f_result_parts(result):
+    """The items of ``result``, keras3's ``tuple(value, grad)`` that R's
+    ``f`` returned, as a list, ``grad`` the R function reticulate wrapped
+    rather than its Python wrapper: R would make an R function of that
+    wrapper, reading its formals (about 0.2 ms a call), only to take the R
+    function back out of it. reticulate's wrapper (rpytools.call's
+    ``python_function``) holds the R function in its closure's one cell
+    (R/reticulate-internals.R)."""
+    items = list(result)
+    if len(items) == 2:
+        grad = items[1]
+        cells = getattr(grad, "__closure__", None)
+        if getattr(grad, "__module__", None) == "rpytools.call" and cells:
+            items[1] = cells[0].cell_contents
+    return items
+
+
 _grad_runner = {"run": None, "release": None}
 _released = []
 

@@ -16,3 +16,11 @@ def test_dropped_grads_reach_r_at_the_end_of_a_call_only_if_any():
         assert _bridge.take_released() == []
     finally:
         _bridge.set_grad_runner(previous["run"], previous["release"])
+
+
+def test_f_result_parts_keeps_what_wraps_no_r_function():
+    def grad(upstream):
+        return upstream
+
+    assert _bridge.f_result_parts((1, grad)) == [1, grad]
+    assert _bridge.f_result_parts((1, 2, 3)) == [1, 2, 3]
