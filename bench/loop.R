@@ -7,7 +7,9 @@
 # prints; bench::mark() times each step, every step kept. "pystep": the
 # floor of op_grad() (the issue "customgrad's own cost per call"): the
 # R loop calling reference.py's whole step, written in Python, once a step.
-# Usage: KERAS_BACKEND=jax Rscript bench/loop.R ROUTE N STEPS
+# With `fresh`, no warm-up at n = 1: the memory reported is the peak above
+# the loop's start in a fresh process.
+# Usage: KERAS_BACKEND=jax Rscript bench/loop.R ROUTE N STEPS [eager | fresh]
 #        | fit EPOCHS [customgrad | floor]   (floor: reference.py's log1pexp)
 args <- commandArgs(trailingOnly = TRUE)
 route <- args[[1]]
@@ -47,7 +49,7 @@ make_step <- function(x) {
 # At n > 1, 20 steps at one element first, as reference.py does: the
 # memory reported is the peak above this process's own peak there. At
 # n = 1 the timed loop is the first: its first step's trace is timed.
-if (n > 1) {
+if (n > 1 && !identical(args[4], "fresh")) {
   small <- make_step(op_ones(1) * 0.5)
   for (i in 1:20) {
     small()

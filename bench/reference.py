@@ -94,9 +94,10 @@ def report(total, times, steps, **extra):
 
 def eager(n, steps, warmup=20):
     """The loop at n elements; at n > 1, after ``warmup`` steps at one
-    element, and the memory reported is the peak above the peak of those.
-    At n = 1 the loop is the first: its first step's trace is timed."""
-    if n > 1:
+    element, and the memory reported is the peak above the peak of those
+    (``warmup=0``, a fresh process: above the loop's start). At n = 1 the
+    loop is the first: its first step's trace is timed."""
+    if n > 1 and warmup:
         small = eager_step(ops.ones((1,)) * 0.5)
         for _ in range(warmup):
             small()
@@ -178,5 +179,7 @@ def fit(epochs):
 if __name__ == "__main__":
     if sys.argv[1] == "eager":
         eager(float(sys.argv[2]), int(sys.argv[3]))
+    elif sys.argv[1] == "fresh":
+        eager(float(sys.argv[2]), int(sys.argv[3]), warmup=0)
     else:
         fit(int(sys.argv[2]))

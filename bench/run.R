@@ -33,6 +33,12 @@ cases <- utils::read.table(
   eager 1e7  30   python
   eager 1e7  30   native
   eager 1e7  30   op_grad
+  fresh 1e6  30   python
+  fresh 1e6  30   native
+  fresh 1e6  30   op_grad
+  fresh 1e7  50   python
+  fresh 1e7  50   native
+  fresh 1e7  50   op_grad
   fit   0    12   python
   fit   0    12   customgrad
   fit   0    12   floor
@@ -76,7 +82,7 @@ if (identical(only, "host")) {
   cases <- cases[cases$what == "eager" & cases$n == 1, ]
 } else if (identical(only, "memory")) {
   cases <- cases[
-    cases$what == "eager" & cases$n > 1 & cases$impl != "floor",
+    cases$what %in% c("eager", "fresh") & cases$n > 1 & cases$impl != "floor",
   ]
 }
 label <- Sys.getenv("BENCH_LABEL")
@@ -104,11 +110,11 @@ run_case <- function(backend, case) {
   } else if (case$impl == "python" && case$what == "fit") {
     c(python, "bench/reference.py", "fit", size)
   } else if (case$impl == "python") {
-    c(python, "bench/reference.py", "eager", n, size)
+    c(python, "bench/reference.py", case$what, n, size)
   } else if (case$what == "fit") {
     c("Rscript", "bench/loop.R", "fit", size, case$impl)
   } else {
-    c("Rscript", "bench/loop.R", case$impl, n, size)
+    c("Rscript", "bench/loop.R", case$impl, n, size, case$what)
   }
   lines <- suppressWarnings(system2(
     command[[1]],
@@ -232,6 +238,10 @@ targets <- utils::read.table(
   'memory above n = 1 peak, op_grad n = 1e6' 2    eager 1e6 op_grad    python extra_mb
   'memory above n = 1 peak, native n = 1e7' 2     eager 1e7 native     python extra_mb
   'memory above n = 1 peak, op_grad n = 1e7' 2    eager 1e7 op_grad    python extra_mb
+  'memory above start, fresh process, native n = 1e6' 2  fresh 1e6 native  python extra_mb
+  'memory above start, fresh process, op_grad n = 1e6' 2 fresh 1e6 op_grad python extra_mb
+  'memory above start, fresh process, native n = 1e7' 2  fresh 1e7 native  python extra_mb
+  'memory above start, fresh process, op_grad n = 1e7' 2 fresh 1e7 op_grad python extra_mb
   'fit() / Python'                          1.02  fit   0   customgrad python mean_us
   'R exp() host op, eager, n = 1 / NumPy'   1.5   exp-eager    1   r numpy mean_us
   'R exp() host op, compiled, n = 1 / NumPy' 1.5  exp-compiled 1   r numpy mean_us
