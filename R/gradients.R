@@ -170,6 +170,9 @@ call_grad_transform <- function(state, args, call) {
     abort_wrt_missing(state$wrt, length(args), call)
   }
   inputs <- lapply(seq_along(args), function(i) {
+    if (reticulate::is_py_object(args[[i]])) {
+      return(args[[i]]) # a tensor, the usual call: nothing to convert
+    }
     what <- argument_label(args, i)
     if (i %in% state$wrt) {
       return(as_input(args[[i]], what, call = call, differentiable = TRUE))
