@@ -1,5 +1,6 @@
 # The one internal of reticulate that customgrad reads (here, and in
-# Python in _bridge.f_result_parts()), for want of a public API: the R function inside reticulate's Python wrapper of it.
+# Python in _bridge.f_result_parts()), for want of a public API: the R
+# function inside reticulate's Python wrapper of it.
 # keras3's tuple() converts f's `grad` to Python at once, and customgrad
 # needs the R function back to read its formals (grad_convention()).
 # Read from reticulate 1.46: rpytools/call.py's make_python_function()
