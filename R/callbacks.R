@@ -26,6 +26,11 @@ note_error <- function(cnd) {
   }
   classes <- setdiff(class(cnd), generic_condition_classes)
   if (length(classes) > 0L && !reticulate::is_py_object(cnd)) {
+    # A customgrad_error_f's own error's classes (backend-errors.R), which
+    # R adds where it reaches the user through customgrad's calls.
+    extra <- setdiff(.subset2(cnd, "backend_classes"), classes)
+    at <- match("customgrad_error", classes, nomatch = length(classes))
+    classes <- append(classes, setdiff(extra, generic_condition_classes), at)
     try(import_submodule("errors")$note_r_condition(classes), silent = TRUE)
   }
 }

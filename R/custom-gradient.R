@@ -207,12 +207,14 @@
 #' the thread that called the graph waits, and R runs only on the main
 #' thread: customgrad runs the graphs it makes ([op_compile()], the
 #' compiled gradients of [op_grad()]) on a thread of their own while R's
-#' main thread serves the callbacks. A graph that customgrad does not run
-#' (a `tf$function()` of yours, Keras' compiled `fit()`, `evaluate()` and
-#' `predict()`) can't reach R, and is refused when it is traced, with an
-#' error of class `customgrad_error_thread`: there compile the model with
-#' `run_eagerly = TRUE`, or use the JAX or PyTorch backend. A host callback
-#' is not saved in a SavedModel, and runs only in the process that made it.
+#' main thread serves the callbacks, and so Keras' compiled `fit()`,
+#' `evaluate()` and `predict()` of a model passed to [serve_host_ops()]
+#' (which [layer_custom_gradient()] calls on a Sequential model). A graph
+#' that customgrad does not run (a `tf$function()` of yours, a model not
+#' served) can't reach R, and is refused when it is traced, with an error
+#' of class `customgrad_error_thread` that says what to do; so is a graph
+#' XLA compiles (`jit_compile = TRUE`). A host callback is not saved in a
+#' SavedModel, and runs only in the process that made it.
 #'
 #' @section Recursion:
 #' `f` and `grad` may call the function itself (or another custom-gradient

@@ -25,3 +25,7 @@ keras_variable_class <- "keras.src.backend.common.variables.Variable"
 
 # A Sequential model, which layer_custom_gradient() adds its layer to.
 keras_sequential_class <- "keras.src.models.sequential.Sequential"
+
+# Every Keras model (Sequential, functional, subclassed), which
+# serve_host_ops() takes.
+keras_model_class <- "keras.src.models.model.Model"

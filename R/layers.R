@@ -13,7 +13,10 @@
 #' every backend, also with `jit_compile = TRUE`. A function that can't be
 #' traced runs R at every step instead (see [op_custom_gradient()]); R then
 #' can't run inside XLA (`jit_compile = TRUE` on TensorFlow) or on other
-#' threads.
+#' threads. On TensorFlow, Keras' compiled steps of a model holding such a
+#' function reach R where R's main thread serves them: added to a
+#' Sequential model, the layer arranges it; for another model, call
+#' [serve_host_ops()] on it.
 #'
 #' @section Options of `f`:
 #' The layer calls `f` with its input alone. Give `f` its options in a
@@ -166,6 +169,8 @@ new_custom_gradient_layer <- function(
   }
   if (inherits(object, keras_sequential_class)) {
     object$add(layer)
+    # Its steps may hold R host ops (model-steps.R).
+    customgrad_py("_model_steps", call = call)$serve_steps(object)
     return(invisible(object))
   }
   layer(object)

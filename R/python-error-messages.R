@@ -72,12 +72,18 @@ python_error_message <- function(class, d) {
         "R can't run a custom-gradient function inside this compiled computation.",
         "x" = if (identical(d$host, "staged")) {
           "TensorFlow would run R's host callback on a thread of its own while R's main thread waits for the graph, and R runs only on the main thread; a graph exported ({.code model$export()}, a SavedModel) can't hold R at all."
+        } else if (identical(d$host, "xla")) {
+          "XLA compiles this computation ({.code jit_compile = TRUE}), and XLA can't hold a host callback."
         } else if (identical(d$host, "exported")) {
           "It is being exported ({.code model$export()}, {.code jax.export}) to run where R is not, and an exported computation can't call R."
         } else {
           "The backend ran R's host callback on the thread {.val {d$thread}} while R's main thread waited for the computation, and R runs only on the main thread."
         },
-        "i" = "Compile with {.fn op_compile} (which serves R while the computation runs) rather than {.code tf$`function`()}; in {.fn fit}, {.fn evaluate} and {.fn predict} on TensorFlow, {.code compile(run_eagerly = TRUE)}, or use the JAX or PyTorch backend.",
+        "i" = if (identical(d$host, "xla")) {
+          "Compile without XLA: {.code jit_compile = FALSE} in {.fn compile} or {.code tf$`function`()}."
+        } else {
+          "Compile with {.fn op_compile} (which serves R while the computation runs) rather than {.code tf$`function`()}; for {.fn fit}, {.fn evaluate} and {.fn predict} on TensorFlow, pass the model to {.fn serve_host_ops} first (or compile it with {.code run_eagerly = TRUE})."
+        },
         "i" = "A model that computes in R runs only where R does: save it with {.fn save_model} and load it in R, rather than export it."
       )
     } else {

@@ -92,26 +92,17 @@ for (route in c("native", "op_grad")) {
 }
 
 # An R host op in a model (issue 59): 20,000 steps of fit() (batches of 1,
-# Keras' default compilation; eager on TensorFlow, whose compiled step
-# can't reach R) and 20,000 forward-only predict() calls, with the op and
-# without it (plain-predict), measured as above. R's besselK() and its
+# Keras' default compilation; on TensorFlow the model's steps served:
+# serve_host_ops(), which layer_custom_gradient() calls on a Sequential
+# model) and 20,000 forward-only predict() calls, with the op and without
+# it (plain-predict), measured as above. R's besselK() and its
 # gradient keep what they read until the backward pass; nothing may
 # outlive it (bessel_k() and host_model(): tests/testthat/helper-host.R).
 model <- host_model(bessel_k())
-model |>
-  compile(
-    optimizer = optimizer_adam(0.01),
-    loss = "mse",
-    run_eagerly = backend == "tensorflow"
-  )
+model |> compile(optimizer = optimizer_adam(0.01), loss = "mse")
 plain <- keras_model_sequential(input_shape = 1) |>
   layer_dense(1, use_bias = FALSE, kernel_initializer = "ones")
-plain |>
-  compile(
-    optimizer = "adam",
-    loss = "mse",
-    run_eagerly = backend == "tensorflow"
-  )
+plain |> compile(optimizer = "adam", loss = "mse")
 set.seed(1)
 fit_x <- matrix(runif(settled, 0.5, 2), ncol = 1)
 fit_y <- besselK(1.3 * fit_x, 1.5)

@@ -167,3 +167,42 @@ test_that("an interrupt during R code in grad that runs for seconds stops it wit
   expect_lt(run$seconds, 5)
   expect_equal(session$run(\() as.numeric(op_grad(\(x) x * 2)(1))), 2)
 })
+
+test_that("SIGINTs during a compiled fit() with an R host op are caught, and the model trains after them", {
+  # TensorFlow: the served steps (serve_host_ops()), whose host callbacks
+  # R's main thread runs while it waits; JAX and PyTorch: their own.
+  session <- local_child_session()
+  session$run(function() {
+    slow_exp <- op_custom_gradient(trace = FALSE, value_like = "x", \(x) {
+      Sys.sleep(0.02)
+      xv <- as.array(x)
+      tuple(op_convert_to_tensor(exp(xv), op_dtype(x)), \(upstream) {
+        upstream * op_convert_to_tensor(exp(xv), op_dtype(x))
+      })
+    })
+    new_model <<- function() {
+      model <- keras_model_sequential(input_shape = 1) |>
+        layer_dense(1, use_bias = FALSE, kernel_initializer = "zeros") |>
+        layer_custom_gradient(slow_exp)
+      model |> compile(optimizer = optimizer_sgd(0.05), loss = "mse")
+    }
+    set.seed(1)
+    x <<- matrix(runif(64, 0, 1), ncol = 1)
+    y <<- exp(0.5 * x)
+    model <<- new_model()
+    invisible(fit(model, x, y, epochs = 1, batch_size = 8, verbose = 0))
+  })
+  run <- run_interrupted(session, function() {
+    caught_interrupts(
+      \(made) fit(model, x, y, epochs = 1, batch_size = 8, verbose = 0),
+      6
+    )
+  })
+  expect_gt(run$caught, 0)
+  weight <- session$run(function() {
+    model <- new_model()
+    fit(model, x, y, epochs = 40, batch_size = 8, verbose = 0)
+    as.numeric(as.array(model$weights[[1]]))
+  })
+  expect_equal(weight, 0.5, tolerance = 0.05)
+})

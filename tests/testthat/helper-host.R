@@ -32,17 +32,30 @@ expect_host_compiles <- function(bk) {
 }
 
 # A model whose last layer is an R host op (test-host.R): a dense layer
-# without bias, its weight starting at 1, then `op`.
-host_model <- function(op) {
-  keras_model_sequential(input_shape = 1) |>
+# without bias, its weight starting at 1, then `op`. Sequential (where
+# layer_custom_gradient() serves its steps: serve_host_ops()) or functional
+# (where it can't).
+host_model <- function(op, sequential = TRUE) {
+  if (sequential) {
+    return(
+      keras_model_sequential(input_shape = 1) |>
+        layer_dense(1, use_bias = FALSE, kernel_initializer = "ones") |>
+        layer_custom_gradient(op)
+    )
+  }
+  inputs <- keras_input(shape = 1)
+  outputs <- inputs |>
     layer_dense(1, use_bias = FALSE, kernel_initializer = "ones") |>
     layer_custom_gradient(op)
+  keras_model(inputs, outputs)
 }
 
 # fit() learns the weight 1.3 of besselK(1.3 x, 1.5) through R's besselK()
 # and its R gradient; predict() and evaluate() run R too.
-expect_host_model_trains <- function(run_eagerly) {
-  model <- host_model(bessel_k())
+expect_host_model_trains <- function(
+  run_eagerly,
+  model = host_model(bessel_k())
+) {
   model |>
     compile(
       optimizer = optimizer_adam(0.05),

@@ -3,13 +3,15 @@
 
 test_that("TensorFlow graphs that customgrad doesn't run refuse R, classed", {
   skip_unless_backend("tensorflow")
-  model <- host_model(bessel_k())
+  # A functional model not passed to serve_host_ops().
+  model <- host_model(bessel_k(), sequential = FALSE)
   model |> compile(optimizer = optimizer_sgd(0.01), loss = "mse")
   x <- matrix(c(0.5, 1), ncol = 1)
   err <- expect_error(
     fit(model, x, besselK(x, 1.5), epochs = 1, verbose = 0),
     class = "customgrad_error_thread"
   )
+  expect_match(conditionMessage(err), "serve_host_ops()", fixed = TRUE)
   expect_match(conditionMessage(err), "run_eagerly = TRUE", fixed = TRUE)
   tf <- reticulate::import("tensorflow")
   bk <- bessel_k()

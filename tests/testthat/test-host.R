@@ -64,10 +64,10 @@ test_that("value_like must name an argument or be a function", {
 
 test_that("a model with it trains, predicts and evaluates", {
   skip_if_no_backend()
-  # Keras' default compilation on JAX and PyTorch; on TensorFlow, whose
-  # graphs run R's callbacks on threads of their own, eagerly
-  # (test-host-tensorflow.R has the default's refusal).
-  expect_host_model_trains(run_eagerly = config_backend() == "tensorflow")
+  # Keras' default compilation (on TensorFlow where R serves the steps:
+  # test-model-steps.R), and eagerly.
+  expect_host_model_trains(run_eagerly = FALSE)
+  expect_host_model_trains(run_eagerly = TRUE)
 })
 
 test_that("value_like may be a function of the inputs (integrate())", {

@@ -31,6 +31,13 @@ test_that("R's Keras class names are the installed Keras' classes", {
     customgrad:::keras_sequential_class,
     "Sequential models"
   )
+  inputs <- keras_input(3)
+  for (model in list(
+    keras_model_sequential(input_shape = 3),
+    keras_model(inputs, inputs |> layer_dense(1))
+  )) {
+    expect_keras_class(model, customgrad:::keras_model_class, "models")
+  }
   expect_keras_class(
     keras$Variable(1),
     customgrad:::keras_variable_class,

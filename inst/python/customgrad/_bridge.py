@@ -15,8 +15,8 @@ from customgrad import _interrupts, _memory, _messages
 from customgrad._structure import Static, flatten, is_missing, unflatten
 from customgrad.errors import (
     ForeignTensorError,
+    carried_r_condition,
     carries_r_condition,
-    r_condition_type,
     take_noted_r_classes,
     take_noted_stop,
     GradientCountError,
@@ -53,7 +53,7 @@ def call_r(fn, *args, count=True, **kwargs):
         if classes and carries_r_condition(exc):
             # Keeps the R condition's own classes through code that is not
             # customgrad's, up to R (see errors.RConditionError).
-            raise r_condition_type(classes)(str(exc)) from exc
+            raise carried_r_condition(exc, classes) from exc
         raise
 
 
@@ -197,11 +197,22 @@ def call_forward(forward, inputs, **options):
     forward as they are (``host=True``: R runs in a host callback).
     """
     # Not counted as handed to R: the inputs came from R's caller.
-    value, grad = _messages.read_forward_reply(
-        call_r(forward, *inputs, count=False, **options, **_released_kwargs())
-    )
+    try:
+        reply = call_r(forward, *inputs, count=False, **options, **_released_kwargs())
+    except Exception as exc:
+        _mark_failure(exc, "f")
+        raise
+    value, grad = _messages.read_forward_reply(reply)
     leaves, spec = flatten(value)
     return [to_tensor(x) for x in leaves], spec, Grad(grad)
+
+
+def _mark_failure(exc, what):
+    """Marks an error leaving R's ``f`` or ``grad`` with which (the
+    innermost call's, where they nest), for a model's step to class it
+    (``_model_steps``)."""
+    if not hasattr(exc, "customgrad_in"):
+        exc.customgrad_in = what
 
 
 def fill_upstream(upstream, outputs):
@@ -221,10 +232,14 @@ def call_grad(grad, upstream, inputs, fill_none, variables=None, convert=None):
     ``convert`` turns a gradient leaf into a tensor (default
     :func:`to_tensor`; symbolic while tracing).
     """
-    if callable(grad.handle):
-        result = call_r(grad.handle, upstream, variables)
-    else:
-        result = call_r(_grad_runner["run"], grad.handle, upstream, variables)
+    try:
+        if callable(grad.handle):
+            result = call_r(grad.handle, upstream, variables)
+        else:
+            result = call_r(_grad_runner["run"], grad.handle, upstream, variables)
+    except Exception as exc:
+        _mark_failure(exc, "grad")
+        raise
     _messages.check_trace_failed(result)
     if variables is not None:
         result, variable_grads = result

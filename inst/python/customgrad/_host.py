@@ -15,7 +15,7 @@ inputs.
 
 R runs only on the main thread.  A callback the backend runs on a thread of
 its own (TensorFlow's executor) hands its work to the main thread when the
-main thread serves (:func:`serve`, around the calls customgrad makes), and
+main thread serves (``_serving.serve``, around the calls customgrad makes), and
 is an error of class ``customgrad_error_thread`` otherwise: never a wait
 that can't end.
 
@@ -27,25 +27,20 @@ a number written into that text, and :func:`recover` finds it again.
 
 import itertools
 import logging
-import queue
-import threading
 from collections import OrderedDict
 
 import keras
 import numpy as np
 
-from customgrad import _backend, _bridge
+from customgrad import _backend, _bridge, _serving
 from customgrad._structure import flatten
 from customgrad.errors import (
     HostFailure,
     HostValueError,
-    ThreadError,
     has_r_class,
     mark_host_failure,
     reason_of,
 )
-
-_MAIN_THREAD = threading.main_thread()
 
 # Grad callbacks kept by one staged op between its forward callback and its
 # backward one (_Node); a forward whose backward never runs (jax.vjp's
@@ -226,83 +221,11 @@ def _host_value(value, spec, i):
     return array.astype(dtype, copy=False)
 
 
-# Serving: the main thread runs R for callbacks on other threads.
-
-_requests = queue.Queue()
-_serving = [0]  # how many serve() calls wait on the main thread
-
-
-def serve(fn, *args):
-    """``fn(*args)`` on a thread of its own while the main thread runs the
-    host callbacks it hands over (with R in them); on another thread,
-    ``fn(*args)`` as it is."""
-    if threading.current_thread() is not _MAIN_THREAD:
-        return fn(*args)
-    done = threading.Event()
-    result = []
-
-    def work():
-        try:
-            result.append((True, fn(*args)))
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
-            result.append((False, exc))
-        finally:
-            done.set()
-            _requests.put(None)  # wakes the loop (or a nested one)
-
-    _serving[0] += 1
-    try:
-        threading.Thread(target=work, name="customgrad-serve", daemon=True).start()
-        # A loop nested in a request (R calling a served function again)
-        # may take this one's wake-up: each loop checks its own flag.
-        while not done.is_set():
-            try:
-                # A timeout, so that an interrupt from R reaches this loop.
-                request = _requests.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if request is not None:
-                request.run()
-    finally:
-        _serving[0] -= 1
-    ok, value = result[0]
-    if not ok:
-        raise value
-    return value
-
-
-class _Request:
-    __slots__ = ("fn", "args", "event", "result")
-
-    def __init__(self, fn, args):
-        self.fn = fn
-        self.args = args
-        self.event = threading.Event()
-        self.result = None
-
-    def run(self):
-        try:
-            self.result = (True, self.fn(*self.args))
-        except BaseException as exc:  # noqa: BLE001 - re-raised on its thread
-            self.result = (False, exc)
-        self.event.set()
-
-
 def _on_main(fn, *args):
-    """``fn(*args)`` on the main thread: here, or handed to :func:`serve`'s
-    loop; a failure is kept (``errors.mark_host_failure``) and raised marked."""
+    """``fn(*args)`` on the main thread (``_serving.on_main``); a failure is
+    kept (``errors.mark_host_failure``) and raised marked."""
     try:
-        if threading.current_thread() is _MAIN_THREAD:
-            return fn(*args)
-        if not _serving[0]:
-            raise ThreadError(thread=threading.current_thread().name, host="run")
-        request = _Request(fn, args)
-        _requests.put(request)
-        request.event.wait()
-        ok, result = request.result
-        if not ok:
-            raise result
-        return result
+        return _serving.on_main(fn, *args)
     except BaseException as exc:
         raise mark_host_failure(exc) from None
 

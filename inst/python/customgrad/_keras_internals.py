@@ -21,6 +21,7 @@ load (``tests/test_layers.py``).
 import collections
 import importlib
 import sys
+import weakref
 
 import keras
 
@@ -45,6 +46,8 @@ INTERNALS = (
     "SeedGenerator's state is named seed_generator_state",
     "StatelessScope.get_current_value is asked for every use of a value",
     "keras.src.backend.common.symbolic_scope.in_symbolic_scope",
+    "TensorFlow's step functions hold their tf.function in their closure",
+    "A trainer's steps are made by make_*_function() and looked up per step",
 )
 
 
@@ -289,6 +292,97 @@ def in_symbolic_scope():
     runs the function on placeholders, in a graph that never runs).
     Relies on ``keras.src.backend.common.symbolic_scope.in_symbolic_scope``."""
     return _keras_src("backend.common.symbolic_scope", "in_symbolic_scope")()
+
+
+# --- A model's steps ---------------------------------------------------------
+
+
+STEPS = ("train", "test", "predict")
+
+
+def wrap_steps(model, wrap):
+    """Have ``model``'s trainer run ``wrap(kind, fn)`` for each step
+    function ``fn`` it makes (``kind`` in :data:`STEPS`), and
+    ``wrap("build", fn)`` for the symbolic build that ``fit()`` and
+    ``evaluate()`` begin with, on this instance only.
+    Relies on Keras' trainers making ``model.<kind>_function`` in
+    ``model.make_<kind>_function()`` (again after ``compile()`` resets it)
+    and looking it up on the model at every step, and on
+    ``model._symbolic_build()`` (which runs the layers' calls on PyTorch)."""
+    build = model._symbolic_build
+    if not getattr(build, "customgrad_wraps", False):
+        model._symbolic_build = wrap("build", build)
+    for kind in STEPS:
+        make = getattr(model, f"make_{kind}_function")
+        if getattr(make, "customgrad_wraps", False):
+            continue
+        setattr(model, f"make_{kind}_function", _StepMaker(model, kind, make, wrap))
+
+
+def step_graph_function(step, args):
+    """``(tf_function, args)``: the ``tf.function`` that TensorFlow's Keras
+    ``step(*args)`` calls (which traces its graph), and the arguments it
+    calls it with; None where the step runs eagerly (``run_eagerly``).
+    Relies on Keras' TensorFlow trainer: ``train_function`` and
+    ``test_function`` are closures over the ``tf.function``
+    ``multi_step_on_iterator``, called on a ``tf.data`` iterator, and over
+    ``one_step_on_data`` (wrapped in ``_autoconvert_optionals()``), called
+    on each item otherwise (``train_on_batch()``); ``predict_function`` is
+    the ``tf.function`` itself."""
+    import tensorflow as tf
+
+    def is_tf_function(obj):
+        return hasattr(obj, "get_concrete_function")
+
+    if is_tf_function(step):
+        return step, args
+    found = _closure_functions(step)
+    if isinstance(args[0], (tf.data.Iterator, tf.distribute.DistributedIterator)):
+        function = found.get("multi_step_on_iterator")
+        return (function, args) if is_tf_function(function) else None
+    return None
+
+
+def _closure_functions(fn, depth=2):
+    """The functions in ``fn``'s closure, by the name of the Python
+    function they wrap, ``depth`` closures deep."""
+    found = {}
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            obj = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        inner = getattr(obj, "python_function", obj)
+        name = getattr(inner, "__name__", None)
+        if name and callable(obj):
+            found.setdefault(name, obj)
+            if depth > 1:
+                for k, v in _closure_functions(obj, depth - 1).items():
+                    found.setdefault(k, v)
+    return found
+
+
+class _StepMaker:
+    """``model.make_<kind>_function``, whose step it wraps (once)."""
+
+    customgrad_wraps = True
+
+    def __init__(self, model, kind, make, wrap):
+        # Weakly: the model holds this maker.
+        self.model = weakref.ref(model)
+        self.kind = kind
+        self.make = make
+        self.wrap = wrap
+
+    def __call__(self, *args, **kwargs):
+        made = self.make(*args, **kwargs)
+        model = self.model()
+        name = f"{self.kind}_function"
+        fn = getattr(model, name, None)
+        if fn is not None and not getattr(fn, "customgrad_wraps", False):
+            fn = self.wrap(self.kind, fn)
+            setattr(model, name, fn)
+        return fn if made is not None else made
 
 
 # --- Saving ------------------------------------------------------------------

@@ -12,8 +12,9 @@ import threading
 import tensorflow as tf
 from tensorflow.python.eager import forwardprop_util
 from tensorflow.python.framework.ops import EagerTensor
+from tensorflow.python.ops import control_flow_util
 
-from customgrad import _bridge, _host, _keras_internals, _memory
+from customgrad import _bridge, _keras_internals, _memory, _serving
 from customgrad.errors import ThreadError, TransformError, VariablesError, find_error
 
 # A gradient TensorFlow does not need may stay None.
@@ -183,7 +184,7 @@ def compile(fn):
 class _Served:
     """A ``tf.function`` traced on the main thread (R runs in its trace)
     and run there, or, when its graph holds R host ops, run on a thread
-    of its own while the main thread serves them (``_host.serve``):
+    of its own while the main thread serves them (``_serving.serve``):
     TensorFlow runs a graph's host callbacks on its own threads while the
     calling thread waits. Not under a tape of the caller's, which records
     on the caller's thread only: there such a call is refused at the host
@@ -214,7 +215,7 @@ class _Served:
             self._eager.add(key)
             return self._function.python_function(*args)
         if getattr(concrete.graph, _HOSTS, False) and not _caller_tape():
-            return _host.serve(concrete, *args)
+            return _serving.serve(concrete, *args)
         return concrete(*args)
 
 
@@ -249,6 +250,32 @@ def _caller_tape():
     from tensorflow.python.eager import record
 
     return record.could_possibly_record()
+
+
+class ServedStep:
+    """A Keras model's compiled step (``train_function``, ``test_function``,
+    ``predict_function``: see ``_model_steps``) run where R's main thread
+    serves the R host ops its graph holds. At every call its graph is
+    traced here, on the caller's thread (a lookup once traced), where R and
+    the caller's state are (TensorFlow's tapes, Keras' dtype policy); a
+    graph holding host ops then runs on a thread of its own while the main
+    thread serves them (``_serving.serve``), one without runs here, as
+    Keras runs it."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args, **kwargs):
+        traced = _keras_internals.step_graph_function(self.fn, args)
+        if traced is None:
+            # Run eagerly (run_eagerly = TRUE): R runs on this thread.
+            return self.fn(*args, **kwargs)
+        function, traced_args = traced
+        with _serving_traces():
+            graph = function.get_concrete_function(*traced_args).graph
+        if getattr(graph, _HOSTS, False):
+            return _serving.serve(self.fn, *args, **kwargs)
+        return self.fn(*args, **kwargs)
 
 
 def no_grad():
@@ -311,12 +338,16 @@ def host_call(fn, args, out_specs):
     GIL, runs only in this process and is not saved in a SavedModel.
     TensorFlow runs it on a thread of its own, where R can't run unless the
     main thread serves it: staged only where customgrad runs the graph
-    (:class:`_Served`) or where Keras infers shapes (the graph never
-    runs); elsewhere (``fit()``, a ``tf.function`` of the user's) it would
-    wait for good, so it is refused now."""
+    (:class:`_Served`, a model's steps: :class:`ServedStep`) or where Keras
+    infers shapes (the graph never runs); elsewhere (a ``tf.function`` of
+    the user's) it would wait for good, so it is refused now, and so is a
+    graph XLA compiles, which can't hold a host callback."""
     graph = tf.compat.v1.get_default_graph()
-    if not getattr(_served, "tracing", False) and not _keras_internals.in_symbolic_scope():
-        raise ThreadError(thread="TensorFlow's executor", host="staged")
+    if not _keras_internals.in_symbolic_scope():
+        if control_flow_util.GraphOrParentsInXlaContext(graph):
+            raise ThreadError(thread="XLA", host="xla")
+        if not getattr(_served, "tracing", False):
+            raise ThreadError(thread="TensorFlow's executor", host="staged")
     while graph is not None:
         setattr(graph, _HOSTS, True)
         graph = getattr(graph, "outer_graph", None)

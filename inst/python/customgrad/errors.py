@@ -299,6 +299,19 @@ def r_condition_type(classes):
     return cls
 
 
+def r_classes_of(exc):
+    """The R classes the Python type of ``exc`` carries
+    (:func:`r_class_base`), generic R classes left out."""
+    classes = [type(exc).__name__] if type(exc).__module__ == "" else []
+    classes += [
+        c.__name__
+        for c in type(exc).__mro__[1:]
+        if c.__module__ == "" and c is not object
+    ]
+    generic = {"rlang_error", "simpleError", "error", "condition"}
+    return tuple(dict.fromkeys(c for c in classes if c not in generic))
+
+
 def carried_r_condition(exc, classes):
     """reticulate's exception for an R condition (``exc``, which carries
     its fields and ``r_class``), remade as the :func:`r_condition_type` of

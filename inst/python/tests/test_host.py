@@ -91,21 +91,6 @@ def test_torch_takes_a_value_of_another_shape_than_value_like_as_it_is():
     np.testing.assert_allclose(run([keras.ops.convert_to_tensor(X)]), X.sum())
 
 
-def test_serve_runs_callbacks_of_other_threads_on_the_main_thread():
-    seen = []
-
-    def on_main(value):
-        seen.append(threading.current_thread() is threading.main_thread())
-        return value * 2
-
-    def work():
-        assert threading.current_thread() is not threading.main_thread()
-        return [_host._on_main(on_main, v) for v in range(3)]
-
-    assert _host.serve(work) == [0, 2, 4]
-    assert seen == [True, True, True]
-
-
 def test_a_callback_on_another_thread_with_no_one_serving_is_refused_at_once():
     out = []
 
@@ -120,14 +105,6 @@ def test_a_callback_on_another_thread_with_no_one_serving_is_refused_at_once():
     thread.join(timeout=10)
     assert not thread.is_alive()
     assert isinstance(errors.recover_host_failure(out[0]), ThreadError)
-
-
-def test_an_error_in_a_served_call_reaches_the_caller():
-    def work():
-        raise ValueError("in the worker")
-
-    with pytest.raises(ValueError, match="in the worker"):
-        _host.serve(work)
 
 
 def test_a_marked_failure_is_recovered_from_the_backends_text():

@@ -410,9 +410,88 @@ def test_every_use_of_a_variables_value_asks_the_stateless_scope():
         assert reads(lambda: (v.shape, v.dtype)) == 0
 
 
+@pytest.mark.backend("tensorflow")
+def test_tensorflows_steps_hold_their_tf_function():
+    with relied_on(
+        "TensorFlow's step functions hold their tf.function in their closure",
+        "a compiled `train_function` / `test_function` calls the "
+        "`tf.function` `multi_step_on_iterator` of its closure on a tf.data "
+        "iterator; `predict_function` is a `tf.function`; run eagerly, none",
+    ):
+        import tensorflow as tf
+
+        inputs = keras.Input((2,))
+        model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+        x = np.ones((8, 2), "float32")
+        for eager in (False, True):
+            model.compile(optimizer="sgd", loss="mse", run_eagerly=eager)
+            model.make_train_function()
+            model.make_predict_function()
+            iterator = iter(tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4))
+            found = ki.step_graph_function(model.train_function, (iterator,))
+            predict = ki.step_graph_function(model.predict_function, ([x],))
+            if eager:
+                assert found is None and predict is None
+                continue
+            function, args = found
+            assert function.python_function.__name__ == "multi_step_on_iterator"
+            assert args == (iterator,)
+            assert predict[0] is model.predict_function
+            # Traced here, the step's own call finds that trace.
+            function.get_concrete_function(iterator)
+            traces = function.experimental_get_tracing_count()
+            model.train_function(iterator)
+            assert function.experimental_get_tracing_count() == traces
+
+
+def test_a_models_steps_are_made_by_its_make_functions_and_looked_up_per_step():
+    with relied_on(
+        "A trainer's steps are made by make_*_function() and looked up per step",
+        "`fit()`, `evaluate()` and `predict()` call the step that "
+        "`model.make_<kind>_function()` set as `model.<kind>_function`, at "
+        "every step, also after `compile()` again",
+    ):
+        calls = []
+
+        def wrap(kind, fn):
+            def step(*args, **kwargs):
+                calls.append(kind)
+                return fn(*args, **kwargs)
+
+            step.customgrad_wraps = True
+            return step
+
+        inputs = keras.Input((2,))
+        model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+        ki.wrap_steps(model, wrap)
+        ki.wrap_steps(model, wrap)  # once is enough
+        x = np.ones((8, 2), "float32")
+        y = np.ones((8, 1), "float32")
+        for _ in range(2):
+            model.compile(optimizer="sgd", loss="mse")
+            model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+        model.evaluate(x, y, batch_size=4, verbose=0)
+        model.predict(x, batch_size=4, verbose=0)
+        assert calls.count("train") == 4
+        assert calls.count("test") == 2
+        assert calls.count("predict") == 2
+        # Each fit() and evaluate() begins with the build (TensorFlow's
+        # only under a distribution strategy: else its step's trace builds).
+        builds = 0 if keras.config.backend() == "tensorflow" else 3
+        assert calls.count("build") == builds
+
+
+# Internals only one backend's code relies on, checked on that backend.
+_BACKEND_ONLY = {
+    "TensorFlow's step functions hold their tf.function in their closure": "tensorflow",
+}
+
+
 def test_every_internal_is_checked():
     # Runs last in this file (pytest keeps the order of definition).
-    assert _checked == set(ki.INTERNALS)
+    backend = keras.config.backend()
+    expected = {i for i in ki.INTERNALS if _BACKEND_ONLY.get(i, backend) == backend}
+    assert _checked == expected
 
 
 # --- Only _keras_internals reaches past Keras' public API --------------------
