@@ -55,14 +55,16 @@ class _Step:
 def _classed(exc):
     """What R should get for a step's error ``exc``: customgrad's own error
     or the R condition in its chain, as one of ``customgrad_error_f`` /
-    ``_grad`` where it is the user's R error; None where neither is."""
+    ``_grad`` where it left R's ``f`` or ``grad``; None where neither is."""
     found = find_error(exc)
     if found is None or isinstance(found, CustomGradError):
         return found
     classes = r_classes_of(found)
-    if "customgrad_error" in classes or not carries_r_condition(found):
+    # Marked where it left R's f or grad (an R function of another layer,
+    # a layer_lambda()'s, is not a custom gradient's).
+    what = getattr(found, "customgrad_in", None)
+    if what is None or "customgrad_error" in classes or not carries_r_condition(found):
         return found
-    what = getattr(found, "customgrad_in", "f")
     classed = r_condition_type(
         (f"customgrad_error_{what}", "customgrad_error", *classes)
     )(str(found))

@@ -150,3 +150,25 @@ def test_an_error_of_f_or_grad_stops_fit_classed_as_such(where):
     assert type(info.value).__name__ == f"customgrad_error_{where}"
     assert str(info.value) == f"boom in {where}"
     assert info.value.r_class == "a capsule"
+
+
+def test_an_r_error_of_another_layer_keeps_its_class():
+    armed = []
+
+    class Failing(keras.layers.Layer):
+        # As a layer_lambda() of an R function that fails: not a custom
+        # gradient's f.
+        def call(self, x):
+            if armed:
+                raise _r_error("lambda failed")
+            return x
+
+    inputs = keras.Input((1,))
+    model = keras.Model(inputs, Failing()(inputs))
+    model.compile(optimizer="sgd", loss="mse")
+    _model_steps.serve_steps(model)
+    armed.append(True)
+    with pytest.raises(Exception) as info:
+        model.predict(X, batch_size=8, verbose=0)
+    assert not isinstance(info.value, RConditionError)
+    assert find_error(info.value).r_class == "a capsule"
