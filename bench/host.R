@@ -3,16 +3,16 @@
 # float32 elements, op an R function of R values (exp(), or besselK(x, 1.5))
 # with its gradient in R, through op_value_and_grad() ("eager": R at every
 # call) or op_compile(op_value_and_grad()) ("compiled": R in host
-# callbacks); or `fit EPOCHS`, the one-weight model through besselK(), with
-# Keras' default compilation (TensorFlow: run_eagerly = TRUE, the only way
-# its fit() reaches R). bench/host_reference.py is the same in Python with
+# callbacks); or `fit EPOCHS [bessel|net] [eager]`, the one-weight model
+# through besselK() (or a small network with it on top), with Keras'
+# default compilation (or `run_eagerly = TRUE`). bench/host_reference.py is the same in Python with
 # NumPy and SciPy. With `direct`, the floor of the issue "customgrad's own
 # cost per call": the user's own f and grad called directly from R, with
 # the same keras3 calls in them (f, the sum of its value, grad of ones),
 # what that R code costs whatever runs it (MODE is ignored). Prints what
 # reference.py's report() prints.
 # Usage: KERAS_BACKEND=jax Rscript bench/host.R KERNEL MODE N STEPS [direct]
-#        | fit EPOCHS
+#        | fit EPOCHS [bessel|net] [eager]
 args <- commandArgs(trailingOnly = TRUE)
 suppressPackageStartupMessages({
   library(keras3)
@@ -52,15 +52,29 @@ host_op <- function(kernel) {
 
 if (args[[1]] == "fit") {
   epochs <- as.integer(args[[2]])
+  network <- identical(args[3], "net")
+  eager <- identical(args[4], "eager")
   data <- ref$fit_data()
-  model <- keras_model_sequential(input_shape = 1) |>
-    layer_dense(1, use_bias = FALSE, kernel_initializer = "ones") |>
-    layer_custom_gradient(host_op("besselk"))
+  model <- keras_model_sequential(input_shape = 1)
+  if (network) {
+    # A small network with the op on top: softplus keeps besselK()'s
+    # argument positive.
+    model <- model |>
+      layer_dense(32, activation = "relu") |>
+      layer_dense(32, activation = "relu") |>
+      layer_dense(1, activation = "softplus")
+  } else {
+    model <- model |>
+      layer_dense(1, use_bias = FALSE, kernel_initializer = "ones")
+  }
+  # layer_custom_gradient() onto a Sequential model serves its steps
+  # (serve_host_ops()): TensorFlow's compiled fit() reaches R.
+  model <- model |> layer_custom_gradient(host_op("besselk"))
   model |>
     compile(
-      optimizer = optimizer_adam(0.05),
+      optimizer = optimizer_adam(if (network) 0.01 else 0.05),
       loss = "mse",
-      run_eagerly = config_backend() == "tensorflow"
+      run_eagerly = eager
     )
   report_fit(model, data, epochs, ref$FIT_SAMPLES, ref$FIT_BATCH)
   quit(save = "no")

@@ -65,7 +65,10 @@ cases <- utils::read.table(
   besselk-compiled 1e5 200  numpy
   besselk-compiled 1e5 200  direct
   host-fit         0   20   r
-  host-fit         0   20   numpy"
+  host-fit         0   20   numpy
+  host-fit         0   20   eager
+  host-fitnet      0   20   r
+  host-fitnet      0   20   eager"
 )
 # The R host op loops (the issue "R's own numerics inside Keras models"):
 # `BENCH_ONLY=host` runs them alone, and their targets. `BENCH_ONLY=small`
@@ -99,7 +102,18 @@ run_case <- function(backend, case) {
   n <- format(case$n, scientific = FALSE)
   command <- if (host_case(case$what)) {
     parts <- strsplit(case$what, "-")[[1]]
-    args <- if (parts[[1]] == "host") c("fit", size) else c(parts, n, size)
+    args <- if (parts[[1]] == "host") {
+      # host-fit: the one-weight model, host-fitnet: the network; `eager`
+      # is R with run_eagerly = TRUE.
+      c(
+        "fit",
+        size,
+        if (parts[[2]] == "fitnet") "net" else "bessel",
+        if (case$impl == "eager") "eager"
+      )
+    } else {
+      c(parts, n, size)
+    }
     if (case$impl == "numpy") {
       c(python, "bench/host_reference.py", args)
     } else if (case$impl == "direct") {
@@ -248,6 +262,8 @@ targets <- utils::read.table(
   'R exp() host op, eager, n = 1e5 / NumPy' 1.1   exp-eager    1e5 r numpy mean_us
   'R exp() host op, compiled, n = 1e5 / NumPy' 1.1 exp-compiled 1e5 r numpy mean_us
   'fit() through R besselK() / SciPy'       1.2   host-fit     0   r numpy mean_us
+  'fit() through R besselK(), compiled / run_eagerly' 1 host-fit 0 r eager mean_us
+  'fit() of a network with R besselK() on top, compiled / run_eagerly' 1 host-fitnet 0 r eager mean_us
   'op_grad() n = 1 / its Python step from R' 1.2  eager        1   op_grad pystep mean_us
   'R exp() host op, eager, n = 1 / user\\'s R' 1.3 exp-eager   1   r direct mean_us
   'R exp() host op, compiled, n = 1 / user\\'s R' 1.3 exp-compiled 1 r direct mean_us
