@@ -10,7 +10,9 @@
 #' or test for it with `testthat::expect_error(class = )`. The message says
 #' what went wrong (`x`) and what to do (`i`), and names the call that
 #' failed. Errors raised by your own `f` or `grad` (`stop()`,
-#' `rlang::abort()`) come back with their own classes, unchanged.
+#' `rlang::abort()`) come back with their own classes, unchanged (in
+#' compiled computations and in a served model's `fit()`, as
+#' `customgrad_error_f` or `customgrad_error_grad` that keep them).
 #'
 #' @eval rd_error_table()
 #' @name customgrad_errors
@@ -66,8 +68,9 @@ error_classes <- c(
   value_like = "A custom-gradient function that R runs in a host callback (inside a compiled computation) has no `value_like` to give its value's shape and dtype, or R's value is not shaped as `value_like` says.",
   distributed = "`use_distributed()` was asked for what the backend can't do (several processes on TensorFlow or PyTorch, devices on PyTorch).",
   distributed_started = "`use_distributed()` was called after the backend started, when processes and devices can no longer be arranged.",
-  f = "The backend raised an error while `f` ran (wrong input types, say); the backend's error is the parent, and its Python classes stay among the error's.",
-  grad = "The backend raised an error while the gradient function ran; the backend's error is the parent, and its Python classes stay among the error's.",
+  f = "The backend raised an error while `f` ran (wrong input types, say); the backend's error is the parent, and its Python classes stay among the error's. Also any error of `f` in a host callback, and in `fit()`, `evaluate()` or `predict()` of a model passed to `serve_host_ops()`, keeping the error's own classes.",
+  grad = "The backend raised an error while the gradient function ran; the backend's error is the parent, and its Python classes stay among the error's. Also any error of the gradient function in a host callback or in a served model's `fit()`, keeping its own classes.",
+  weights_lost = "A model passed to `serve_host_ops()` lost its weights on JAX when an error stopped its compiled step (Keras hands the weights to the step), and was used again.",
   recursion = "Custom-gradient functions called each other (or themselves) so deep that R's C stack would run out: unbounded recursion.",
   transform = "A transform can't honour a custom gradient: forward mode (a Jacobian-vector product), TensorFlow's `vectorized_map()`, or batching a function that R runs at every call.",
   internal = "R and Python disagreed about a message between them: a bug in customgrad, please report it."

@@ -1,10 +1,11 @@
 #' Let a model's compiled steps run R host ops
 #'
-#' `serve_host_ops()` makes `fit()`, `evaluate()` and `predict()` of a
-#' model whose layers hold R host ops run with Keras' default compilation
-#' on every backend. An R host op is a custom-gradient function that reads
-#' its inputs' values in R, with `value_like` (the section on R's own
-#' numerics of [op_custom_gradient()]). Call it once, before or after
+#' `serve_host_ops()` makes `fit()`, `evaluate()` and `predict()` (and
+#' their `*_on_batch()` forms) of a model whose layers hold R host ops run
+#' with Keras' default compilation on every backend. An R host op is a
+#' custom-gradient function that reads its inputs' values in R, with
+#' `value_like` (the section on R's own numerics of
+#' [op_custom_gradient()]). Call it once, before or after
 #' [keras3::compile()]; [layer_custom_gradient()] calls it on a Sequential
 #' model it is added to.
 #'
@@ -25,7 +26,11 @@
 #' `evaluate()` and `predict()` as an error of class `customgrad_error_f` or
 #' `customgrad_error_grad` that keeps the R error's own classes and
 #' message, where Keras or the backend's runtime would hand R another
-#' class (JAX's `XlaRuntimeError`, PyTorch's `RuntimeError`).
+#' class (JAX's `XlaRuntimeError`, PyTorch's `RuntimeError`). On JAX such
+#' an error loses the model's weights (Keras hands them to its compiled
+#' steps, which consume them): the model then refuses to run with an error
+#' of class `customgrad_error_weights_lost` until its weights are loaded
+#' again ([keras3::load_model_weights()], `set_weights()`).
 #'
 #' The setting is the model object's: a model loaded with
 #' [keras3::load_model()] needs `serve_host_ops()` again.

@@ -185,6 +185,11 @@ python_error_message <- function(class, d) {
       "{.arg f} must return the same number of tensors for every input.",
       "x" = "It returned {d$expected} at first and {d$returned} for perturbed inputs."
     ),
+    weights_lost = c(
+      "This model has lost its weights.",
+      "x" = "An error stopped its compiled step on JAX, and Keras had handed the model's weights to that step, which used their memory.",
+      "i" = "Load the model or its weights again ({.fn load_model}, {.fn load_model_weights}), or build it again."
+    ),
     internal = c(
       "customgrad failed inside: {d$problem}",
       "i" = "This is a bug in customgrad; please report it with the code that led here."

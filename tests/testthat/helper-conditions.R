@@ -110,6 +110,10 @@ error_triggers <- list(
   backend_unsupported = function() {
     raise_python_error("BackendError", backend = "numpy")
   },
+  # Met on JAX only (test-model-steps.R meets it there).
+  weights_lost = function() {
+    raise_python_error("WeightsLostError")
+  },
   # Which modules are missing is given: this Python has them all.
   backend_missing = function() {
     customgrad:::ensure_python_modules(quote(h(x)), "torch", missing = "torch")

@@ -46,3 +46,21 @@ test_that("the served step sees the caller's mixed precision", {
   w <- as.array(model$weights[[1]])[[1]]
   expect_values(predict(model, x, verbose = 0), besselK(w * x, 1.5), 1e-2)
 })
+
+test_that("train_on_batch(), test_on_batch() and predict_on_batch() are served", {
+  skip_unless_backend("tensorflow")
+  model <- host_model(bessel_k(), sequential = FALSE) |> serve_host_ops()
+  model |> compile(optimizer = optimizer_sgd(0.01), loss = "mse")
+  x <- matrix(c(0.5, 1, 2), ncol = 1)
+  y <- besselK(1.3 * x, 1.5)
+  expect_values(predict_on_batch(model, x), besselK(x, 1.5), 1e-5)
+  loss <- train_on_batch(model, x, y)
+  expect_equal(loss, mean((besselK(x, 1.5) - y)^2), tolerance = 1e-4)
+  w <- as.array(model$weights[[1]])[[1]]
+  expect_gt(w, 1)
+  expect_equal(
+    test_on_batch(model, x, y),
+    mean((besselK(w * x, 1.5) - y)^2),
+    tolerance = 1e-3
+  )
+})

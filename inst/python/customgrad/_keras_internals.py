@@ -46,7 +46,8 @@ INTERNALS = (
     "SeedGenerator's state is named seed_generator_state",
     "StatelessScope.get_current_value is asked for every use of a value",
     "keras.src.backend.common.symbolic_scope.in_symbolic_scope",
-    "TensorFlow's step functions hold their tf.function in their closure",
+    "TensorFlow's step functions hold their tf.functions in their closure",
+    "A JAX step's purged variables hold no value and no initializer",
     "A trainer's steps are made by make_*_function() and looked up per step",
 )
 
@@ -300,15 +301,29 @@ def in_symbolic_scope():
 STEPS = ("train", "test", "predict")
 
 
-def wrap_steps(model, wrap):
+def weights_lost(model):
+    """Whether ``model``'s variables were purged by Keras' JAX trainer and
+    never given back (its compiled step failed after taking them): reading
+    one would fail.  Relies on Keras' JAX trainer purging a variable by
+    setting ``_value`` to None, and a variable once initialized keeping no
+    ``_initializer``."""
+    return any(
+        v._value is None and getattr(v, "_initializer", None) is None
+        for v in model.variables
+    )
+
+
+def wrap_steps(model, wrap, check=None):
     """Have ``model``'s trainer run ``wrap(kind, fn)`` for each step
     function ``fn`` it makes (``kind`` in :data:`STEPS`), and
     ``wrap("build", fn)`` for the symbolic build that ``fit()`` and
     ``evaluate()`` begin with, on this instance only.
     Relies on Keras' trainers making ``model.<kind>_function`` in
-    ``model.make_<kind>_function()`` (again after ``compile()`` resets it)
-    and looking it up on the model at every step, and on
-    ``model._symbolic_build()`` (which runs the layers' calls on PyTorch)."""
+    ``model.make_<kind>_function()`` (again after ``compile()`` resets it,
+    and before ``fit()``, ``evaluate()`` and ``predict()`` read the model's
+    variables: ``check(model)`` runs first there) and looking it up on the
+    model at every step, and on ``model._symbolic_build()`` (which runs
+    the layers' calls on PyTorch)."""
     build = model._symbolic_build
     if not getattr(build, "customgrad_wraps", False):
         model._symbolic_build = wrap("build", build)
@@ -316,49 +331,53 @@ def wrap_steps(model, wrap):
         make = getattr(model, f"make_{kind}_function")
         if getattr(make, "customgrad_wraps", False):
             continue
-        setattr(model, f"make_{kind}_function", _StepMaker(model, kind, make, wrap))
+        setattr(model, f"make_{kind}_function", _StepMaker(model, kind, make, wrap, check))
 
 
-def step_graph_function(step, args):
-    """``(tf_function, args)``: the ``tf.function`` that TensorFlow's Keras
-    ``step(*args)`` calls (which traces its graph), and the arguments it
-    calls it with; None where the step runs eagerly (``run_eagerly``).
-    Relies on Keras' TensorFlow trainer: ``train_function`` and
-    ``test_function`` are closures over the ``tf.function``
-    ``multi_step_on_iterator``, called on a ``tf.data`` iterator, and over
-    ``one_step_on_data`` (wrapped in ``_autoconvert_optionals()``), called
-    on each item otherwise (``train_on_batch()``); ``predict_function`` is
-    the ``tf.function`` itself."""
+def step_graph_functions(step, args):
+    """``(traces, args)``: the ``(tf_function, args)`` calls through which
+    TensorFlow's Keras ``step(*args)`` traces its graphs, and the
+    arguments to call ``step`` with (an iterator of data items is read
+    here, and handed on as a new one); ``traces`` is empty where the step
+    runs eagerly (``run_eagerly``).  Relies on Keras' TensorFlow trainer:
+    ``train_function`` and ``test_function`` are closures over the
+    ``tf.function`` ``multi_step_on_iterator``, called on a ``tf.data``
+    iterator, and over the ``tf.function`` ``one_step_on_data`` (inside
+    ``_autoconvert_optionals()``'s wrapper), called on each item of any
+    other iterator (``train_on_batch()``); ``predict_function`` is the
+    ``tf.function`` itself."""
     import tensorflow as tf
 
-    def is_tf_function(obj):
-        return hasattr(obj, "get_concrete_function")
-
-    if is_tf_function(step):
-        return step, args
+    if hasattr(step, "get_concrete_function"):
+        return [(step, args)], args
     found = _closure_functions(step)
     if isinstance(args[0], (tf.data.Iterator, tf.distribute.DistributedIterator)):
         function = found.get("multi_step_on_iterator")
-        return (function, args) if is_tf_function(function) else None
-    return None
+        return ([(function, args)] if function is not None else []), args
+    function = found.get("one_step_on_data")
+    if function is None:
+        return [], args
+    items = list(args[0])
+    return [(function, (item,)) for item in items], (iter(items), *args[1:])
 
 
 def _closure_functions(fn, depth=2):
-    """The functions in ``fn``'s closure, by the name of the Python
-    function they wrap, ``depth`` closures deep."""
+    """The ``tf.function`` objects in ``fn``'s closure, ``depth`` closures
+    deep, by the name of the Python function each wraps (a wrapper made
+    with ``functools.wraps`` has the same name)."""
     found = {}
     for cell in getattr(fn, "__closure__", None) or ():
         try:
             obj = cell.cell_contents
         except ValueError:  # an empty cell
             continue
-        inner = getattr(obj, "python_function", obj)
-        name = getattr(inner, "__name__", None)
-        if name and callable(obj):
-            found.setdefault(name, obj)
-            if depth > 1:
-                for k, v in _closure_functions(obj, depth - 1).items():
-                    found.setdefault(k, v)
+        if not callable(obj):
+            continue
+        if hasattr(obj, "get_concrete_function"):
+            found.setdefault(obj.python_function.__name__, obj)
+        elif depth > 1:
+            for name, inner in _closure_functions(obj, depth - 1).items():
+                found.setdefault(name, inner)
     return found
 
 
@@ -367,16 +386,19 @@ class _StepMaker:
 
     customgrad_wraps = True
 
-    def __init__(self, model, kind, make, wrap):
+    def __init__(self, model, kind, make, wrap, check):
         # Weakly: the model holds this maker.
         self.model = weakref.ref(model)
         self.kind = kind
         self.make = make
         self.wrap = wrap
+        self.check = check
 
     def __call__(self, *args, **kwargs):
-        made = self.make(*args, **kwargs)
         model = self.model()
+        if self.check is not None:
+            self.check(model)
+        made = self.make(*args, **kwargs)
         name = f"{self.kind}_function"
         fn = getattr(model, name, None)
         if fn is not None and not getattr(fn, "customgrad_wraps", False):

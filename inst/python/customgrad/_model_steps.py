@@ -13,12 +13,18 @@ in Keras' classes:
   error's own classes, where the backend's runtime (JAX's
   ``XlaRuntimeError``) or Keras' re-raise of a layer's error (as
   ``RuntimeError`` where it can't remake the error's class) would hand R
-  another class.
+  another class; on JAX, where such an error loses the model's weights
+  (Keras donates them to its compiled steps: fit's, evaluate's and
+  predict's alike, measured with Keras 3.15), using the model again is an
+  error of class ``customgrad_error_weights_lost``, not Keras' raw one.
 """
+
+import keras
 
 from customgrad import _backend, _keras_internals
 from customgrad.errors import (
     CustomGradError,
+    WeightsLostError,
     carries_r_condition,
     find_error,
     r_classes_of,
@@ -28,8 +34,16 @@ from customgrad.errors import (
 
 def serve_steps(model):
     """``model``, whose steps from now on are wrapped (see above)."""
-    _keras_internals.wrap_steps(model, _Step)
+    _keras_internals.wrap_steps(model, _Step, _check_weights)
     return model
+
+
+def _check_weights(model):
+    """Refuses a model whose weights a failed JAX step consumed (Keras
+    donates them to its compiled step), where Keras would fail reading
+    them with a raw ``TypeError``."""
+    if keras.config.backend() == "jax" and _keras_internals.weights_lost(model):
+        raise WeightsLostError()
 
 
 class _Step:

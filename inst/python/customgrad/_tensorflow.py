@@ -266,14 +266,14 @@ class ServedStep:
         self.fn = fn
 
     def __call__(self, *args, **kwargs):
-        traced = _keras_internals.step_graph_function(self.fn, args)
-        if traced is None:
-            # Run eagerly (run_eagerly = TRUE): R runs on this thread.
-            return self.fn(*args, **kwargs)
-        function, traced_args = traced
+        traces, args = _keras_internals.step_graph_functions(self.fn, args)
+        hosts = False
         with _serving_traces():
-            graph = function.get_concrete_function(*traced_args).graph
-        if getattr(graph, _HOSTS, False):
+            # None where it runs eagerly (run_eagerly = TRUE): R runs here.
+            for function, traced_args in traces:
+                graph = function.get_concrete_function(*traced_args).graph
+                hosts = hosts or getattr(graph, _HOSTS, False)
+        if hosts:
             return _serving.serve(self.fn, *args, **kwargs)
         return self.fn(*args, **kwargs)
 

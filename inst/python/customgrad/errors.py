@@ -147,6 +147,10 @@ class BackendError(CustomGradError, r_class_base("customgrad_error_backend_unsup
     """The Keras backend ``backend`` is not one customgrad supports."""
 
 
+class WeightsLostError(CustomGradError, r_class_base("customgrad_error_weights_lost")):
+    """A served model used again after a failed JAX step consumed its weights."""
+
+
 class GradcheckError(CustomGradError, r_class_base("customgrad_error_gradcheck_structure")):
     """``f`` returned ``returned`` tensors for perturbed inputs and ``expected`` at first."""
 

@@ -411,12 +411,13 @@ def test_every_use_of_a_variables_value_asks_the_stateless_scope():
 
 
 @pytest.mark.backend("tensorflow")
-def test_tensorflows_steps_hold_their_tf_function():
+def test_tensorflows_steps_hold_their_tf_functions():
     with relied_on(
-        "TensorFlow's step functions hold their tf.function in their closure",
+        "TensorFlow's step functions hold their tf.functions in their closure",
         "a compiled `train_function` / `test_function` calls the "
         "`tf.function` `multi_step_on_iterator` of its closure on a tf.data "
-        "iterator; `predict_function` is a `tf.function`; run eagerly, none",
+        "iterator, and `one_step_on_data` on each item of another; "
+        "`predict_function` is a `tf.function`; run eagerly, none",
     ):
         import tensorflow as tf
 
@@ -428,20 +429,51 @@ def test_tensorflows_steps_hold_their_tf_function():
             model.make_train_function()
             model.make_predict_function()
             iterator = iter(tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4))
-            found = ki.step_graph_function(model.train_function, (iterator,))
-            predict = ki.step_graph_function(model.predict_function, ([x],))
-            if eager:
-                assert found is None and predict is None
-                continue
-            function, args = found
-            assert function.python_function.__name__ == "multi_step_on_iterator"
+            traces, args = ki.step_graph_functions(model.train_function, (iterator,))
             assert args == (iterator,)
-            assert predict[0] is model.predict_function
+            batch = (x, x[:, :1], None)
+            on_batch, on_batch_args = ki.step_graph_functions(
+                model.train_function, (iter([batch]),)
+            )
+            predict, _ = ki.step_graph_functions(model.predict_function, ([x],))
+            if eager:
+                assert traces == [] and on_batch == [] and predict == []
+                continue
+            [(function, traced_args)] = traces
+            assert function.python_function.__name__ == "multi_step_on_iterator"
+            assert traced_args == (iterator,)
+            [(one_step, (item,))] = on_batch
+            assert one_step.python_function.__name__ == "one_step_on_data"
+            assert item is batch and list(on_batch_args[0]) == [batch]
+            assert predict[0][0] is model.predict_function
             # Traced here, the step's own call finds that trace.
             function.get_concrete_function(iterator)
             traces = function.experimental_get_tracing_count()
             model.train_function(iterator)
             assert function.experimental_get_tracing_count() == traces
+
+
+@pytest.mark.backend("jax")
+def test_a_jax_steps_purged_variables_hold_no_value():
+    with relied_on(
+        "A JAX step's purged variables hold no value and no initializer",
+        "Keras' JAX trainer purges a model's variables (`_value` None) "
+        "while its compiled steps hold them, and an initialized variable "
+        "keeps no `_initializer`",
+    ):
+        inputs = keras.Input((2,))
+        model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+        model.compile(optimizer="sgd", loss="mse")
+        x = np.ones((8, 2), "float32")
+        model.fit(x, x[:, :1], verbose=0)
+        assert not ki.weights_lost(model)
+        weights = model.get_weights()
+        model._purge_model_variables(trainable_variables=True)
+        assert ki.weights_lost(model)
+        with pytest.raises(TypeError):
+            model.predict(x, verbose=0)
+        model.set_weights(weights)
+        assert not ki.weights_lost(model)
 
 
 def test_a_models_steps_are_made_by_its_make_functions_and_looked_up_per_step():
@@ -483,7 +515,8 @@ def test_a_models_steps_are_made_by_its_make_functions_and_looked_up_per_step():
 
 # Internals only one backend's code relies on, checked on that backend.
 _BACKEND_ONLY = {
-    "TensorFlow's step functions hold their tf.function in their closure": "tensorflow",
+    "TensorFlow's step functions hold their tf.functions in their closure": "tensorflow",
+    "A JAX step's purged variables hold no value and no initializer": "jax",
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import customgrad
 from customgrad import _model_steps
-from customgrad.errors import RConditionError, ThreadError, find_error
+from customgrad.errors import RConditionError, ThreadError, WeightsLostError, find_error
 from customgrad.layers import CustomGradient
 from test_adapters import reply
 
@@ -172,3 +172,45 @@ def test_an_r_error_of_another_layer_keeps_its_class():
         model.predict(X, batch_size=8, verbose=0)
     assert not isinstance(info.value, RConditionError)
     assert find_error(info.value).r_class == "a capsule"
+
+
+@pytest.mark.backend("tensorflow")
+def test_the_on_batch_methods_are_served_too():
+    threads = []
+    model = _model_steps.serve_steps(model_of(cube(threads)))
+    before = model.predict_on_batch(X[:8])
+    loss = model.train_on_batch(X[:8], Y[:8])
+    w = float(keras.ops.convert_to_numpy(model.weights[0])[0, 0])
+    assert w != 1.0
+    np.testing.assert_allclose(loss, np.mean((X[:8] ** 3 - Y[:8]) ** 2), rtol=1e-4)
+    np.testing.assert_allclose(before, X[:8] ** 3, rtol=1e-5)
+    np.testing.assert_allclose(
+        model.test_on_batch(X[:8], Y[:8]), np.mean(((w * X[:8]) ** 3 - Y[:8]) ** 2), rtol=1e-3
+    )
+    assert threads and all(threads)
+
+
+@pytest.mark.backend("jax")
+@pytest.mark.parametrize("failing", ["fit", "evaluate", "predict"])
+def test_a_model_whose_failed_jax_step_lost_its_weights_says_so(failing):
+    fail = []
+    model = _model_steps.serve_steps(model_of(cube([], fail=fail)))
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0)
+    weights = model.get_weights()
+    fail.append("f")
+    run = {
+        "fit": lambda: model.fit(X, Y, batch_size=8, epochs=1, verbose=0),
+        "evaluate": lambda: model.evaluate(X, Y, batch_size=8, verbose=0),
+        "predict": lambda: model.predict(X, batch_size=8, verbose=0),
+    }
+    with pytest.raises(RConditionError):
+        run[failing]()
+    fail.clear()
+    for use in run.values():
+        with pytest.raises(WeightsLostError):
+            use()
+    model.set_weights(weights)
+    np.testing.assert_allclose(
+        model.predict(X, batch_size=8, verbose=0), (weights[0][0, 0] * X) ** 3, rtol=1e-5
+    )
+
