@@ -9,6 +9,11 @@ handed over: a graph is traced on the main thread, where the caller's
 thread-local state (TensorFlow's tapes and graph scopes, Keras' dtype
 policy) is.  With no one serving, :func:`on_main`
 refuses at once (``customgrad_error_thread``): never a wait that can't end.
+
+The threads that run the work are kept, idle, for the next call: TensorFlow
+keeps its per-thread context (a ``FunctionCallOptions`` and a list) of
+every thread that ever ran a function, for good, so a thread per call grew
+Python by 2 objects a served step (`make soak`, run of 2026-12-06).
 """
 
 import queue
@@ -19,6 +24,7 @@ from customgrad.errors import ThreadError
 _MAIN_THREAD = threading.main_thread()
 _requests = queue.Queue()
 _serving = [0]  # how many serve() calls wait on the main thread
+_idle = []  # _Worker threads waiting for work (list.append / pop are atomic)
 
 
 def is_main_thread():
@@ -37,6 +43,9 @@ def serve(fn, *args):
         return fn(*args)
     done = threading.Event()
     result = []
+    # One worker per serve() waiting: a nested call (R calling a served
+    # function from a request) takes another.
+    worker = _idle.pop() if _idle else _Worker()
 
     def work():
         try:
@@ -44,12 +53,15 @@ def serve(fn, *args):
         except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
             result.append((False, exc))
         finally:
+            # Idle again only once its work is over (an interrupted serve()
+            # leaves it finishing).
+            _idle.append(worker)
             done.set()
             _requests.put(None)  # wakes the loop (or a nested one)
 
     _serving[0] += 1
     try:
-        threading.Thread(target=work, name="customgrad-serve", daemon=True).start()
+        worker.jobs.put(work)
         # A loop nested in a request (R calling a served function again)
         # may take this one's wake-up: each loop checks its own flag.
         while not done.is_set():
@@ -82,6 +94,21 @@ def on_main(fn, *args, **kwargs):
     if not ok:
         raise result
     return result
+
+
+class _Worker:
+    """A daemon thread (an interrupted step must not hold R's exit) that
+    runs the jobs put to it, one after another."""
+
+    __slots__ = ("jobs",)
+
+    def __init__(self):
+        self.jobs = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="customgrad-serve", daemon=True).start()
+
+    def _run(self):
+        while True:
+            self.jobs.get()()
 
 
 class _Request:

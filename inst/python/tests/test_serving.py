@@ -58,3 +58,41 @@ def test_keyword_arguments_and_errors_cross_with_the_call():
 
     assert _serving.serve(work) == 6
     assert not _serving.is_serving()
+
+
+def test_serve_keeps_its_thread_for_the_next_call_and_nests_on_another():
+    def name_and_id():
+        return threading.get_ident()
+
+    first = _serving.serve(name_and_id)
+    assert _serving.serve(name_and_id) == first
+
+    def nested():
+        # R calling a served function from a request: a second worker.
+        return threading.get_ident(), _serving.on_main(_serving.serve, name_and_id)
+
+    outer, inner = _serving.serve(nested)
+    assert outer == first and inner != first
+    # Both are idle again, and reused.
+    assert {_serving.serve(name_and_id), _serving.serve(nested)[1]} <= {first, inner}
+
+
+@pytest.mark.backend("tensorflow")
+def test_served_tensorflow_functions_leave_no_per_thread_state():
+    import gc
+
+    import tensorflow as tf
+
+    f = tf.function(lambda x: x * 2)
+    x = tf.constant(1.0)
+
+    def options():
+        gc.collect()
+        return sum(type(o).__name__ == "FunctionCallOptions" for o in gc.get_objects())
+
+    _serving.serve(f, x)
+    before = options()
+    for _ in range(50):
+        _serving.serve(f, x)
+    # A thread per call kept one each (TensorFlow's per-thread context).
+    assert options() - before == 0
