@@ -332,6 +332,11 @@ def wrap_steps(model, wrap, check=None):
         if getattr(make, "customgrad_wraps", False):
             continue
         setattr(model, f"make_{kind}_function", _StepMaker(model, kind, make, wrap, check))
+        # A step made before (compile() resets it the same way) is made
+        # again: TensorFlow refuses to create variables in any trace of a
+        # tf.function but its first, and a refused trace was one.
+        if getattr(model, f"{kind}_function", None) is not None:
+            setattr(model, f"{kind}_function", None)
 
 
 def step_graph_functions(step, args):

@@ -65,6 +65,19 @@ def test_tensorflow_refuses_a_host_op_in_an_unserved_compiled_step():
     assert isinstance(found, ThreadError) and found.details["host"] == "staged"
 
 
+@pytest.mark.backend("tensorflow")
+def test_a_model_served_after_its_refused_fit_trains():
+    # What the refusal's message says to do: the refused trace was the step's
+    # first, and TensorFlow refuses variables in any later one.
+    model = model_of(cube([]))
+    with pytest.raises(Exception):
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0)
+    _model_steps.serve_steps(model)
+    model.fit(X, Y, batch_size=8, epochs=30, verbose=0)
+    w = float(keras.ops.convert_to_numpy(model.weights[0])[0, 0])
+    assert w == pytest.approx(1.3, abs=0.02)
+
+
 def test_a_served_model_trains_evaluates_and_predicts_with_r_on_the_main_thread():
     threads = []
     model = _model_steps.serve_steps(model_of(cube(threads)))
