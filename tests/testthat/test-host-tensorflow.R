@@ -5,7 +5,7 @@ test_that("TensorFlow graphs that customgrad doesn't run refuse R, classed", {
   skip_unless_backend("tensorflow")
   # A functional model not passed to serve_host_ops().
   model <- host_model(bessel_k(), sequential = FALSE)
-  model |> compile(optimizer = optimizer_sgd(0.01), loss = "mse")
+  model |> compile(optimizer = optimizer_adam(0.05), loss = "mse")
   x <- matrix(c(0.5, 1), ncol = 1)
   err <- expect_error(
     fit(model, x, besselK(x, 1.5), epochs = 1, verbose = 0),
@@ -13,6 +13,20 @@ test_that("TensorFlow graphs that customgrad doesn't run refuse R, classed", {
   )
   expect_match(conditionMessage(err), "serve_host_ops()", fixed = TRUE)
   expect_match(conditionMessage(err), "run_eagerly = TRUE", fixed = TRUE)
+  # Then what it says, not compiled again: the model served trains (Adam
+  # makes its variables in the step's first trace, which was refused).
+  serve_host_ops(model)
+  set.seed(2)
+  x_fit <- matrix(runif(64, 0.5, 2), ncol = 1)
+  fit(
+    model,
+    x_fit,
+    besselK(1.3 * x_fit, 1.5),
+    epochs = 40,
+    batch_size = 16,
+    verbose = 0
+  )
+  expect_equal(as.vector(as.array(model$weights[[1]])), 1.3, tolerance = 1e-2)
   tf <- reticulate::import("tensorflow")
   bk <- bessel_k()
   expect_error(
