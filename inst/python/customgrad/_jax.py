@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 
 from customgrad import _bridge, _host, _keras_internals, _memory
-from customgrad.errors import ThreadError, TransformError
+from customgrad.errors import ThreadError, TransformError, raise_host_stop
 
 FILL_NONE = True
 # A failed host callback reaches the caller; JAX's log of it is dropped.
@@ -174,7 +174,11 @@ class _Compiled:
             # trace's values in its cache.
             return self._fn(*args)
         values = [v.value for v in self._read]
-        out, updates = self._jitted(values, *args)
+        try:
+            out, updates = self._jitted(values, *args)
+        except Exception as exc:
+            raise_host_stop(exc)
+            raise
         for slot, value in updates.items():
             self._assigned[slot].assign(value)
         return out

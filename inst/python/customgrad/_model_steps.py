@@ -13,7 +13,9 @@ in Keras' classes:
   error's own classes, where the backend's runtime (JAX's
   ``XlaRuntimeError``) or Keras' re-raise of a layer's error (as
   ``RuntimeError`` where it can't remake the error's class) would hand R
-  another class; on JAX, where such an error loses the model's weights
+  another class; an interrupt in R (Esc / Ctrl+C) stops it as an
+  interrupt, where JAX's runtime would report it as its own error; on
+  JAX, where such an error loses the model's weights
   (Keras donates them to its compiled steps: fit's, evaluate's and
   predict's alike, measured with Keras 3.15), using the model again is an
   error of class ``customgrad_error_weights_lost``, not Keras' raw one.
@@ -28,6 +30,7 @@ from customgrad.errors import (
     carries_r_condition,
     find_error,
     r_classes_of,
+    raise_host_stop,
     r_condition_type,
 )
 
@@ -60,6 +63,7 @@ class _Step:
         try:
             return self.run(*args, **kwargs)
         except Exception as exc:
+            raise_host_stop(exc)
             classed = _classed(exc)
             if classed is None or classed is exc:
                 raise

@@ -15,7 +15,13 @@ from tensorflow.python.framework.ops import EagerTensor
 from tensorflow.python.ops import control_flow_util
 
 from customgrad import _bridge, _keras_internals, _memory, _serving
-from customgrad.errors import ThreadError, TransformError, VariablesError, find_error
+from customgrad.errors import (
+    ThreadError,
+    TransformError,
+    VariablesError,
+    find_error,
+    raise_host_stop,
+)
 
 # A gradient TensorFlow does not need may stay None.
 FILL_NONE = False
@@ -214,9 +220,13 @@ class _Served:
                 raise
             self._eager.add(key)
             return self._function.python_function(*args)
-        if getattr(concrete.graph, _HOSTS, False) and not _caller_tape():
-            return _serving.serve(concrete, *args)
-        return concrete(*args)
+        try:
+            if getattr(concrete.graph, _HOSTS, False) and not _caller_tape():
+                return _serving.serve(concrete, *args)
+            return concrete(*args)
+        except Exception as exc:
+            raise_host_stop(exc)
+            raise
 
 
 def _signature(args):

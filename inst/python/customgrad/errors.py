@@ -392,6 +392,20 @@ def recover_host_failure(exc):
     return _host_failures.get(int(found.group(1)))
 
 
+def raise_host_stop(exc):
+    """Raises the interrupt (Esc / Ctrl+C in R) that stopped a host
+    callback, where the backend's error ``exc`` reports it (JAX's
+    ``XlaRuntimeError``): it goes on to R as an interrupt, not as the
+    backend's error. Returns where it reports none."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        found = recover_host_failure(exc)
+        if isinstance(found, KeyboardInterrupt):
+            raise found.with_traceback(None) from None
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+
+
 def find_error(exc):
     """Return the first exception in ``exc``'s chain that the R side turns
     back into an R condition (a customgrad error, or an R condition that

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import customgrad
-from customgrad import _autodiff, _host, errors
+from customgrad import _autodiff, _backend, _host, errors
 from customgrad.errors import HostValueError, ThreadError, find_error
 from test_adapters import reply
 
@@ -105,6 +105,17 @@ def test_a_callback_on_another_thread_with_no_one_serving_is_refused_at_once():
     thread.join(timeout=10)
     assert not thread.is_alive()
     assert isinstance(errors.recover_host_failure(out[0]), ThreadError)
+
+
+def test_an_interrupt_in_a_compiled_host_op_is_an_interrupt():
+    def forward(x, tracing=False, **options):
+        keras.ops.convert_to_numpy(x)  # fails on symbolic tensors
+        raise KeyboardInterrupt  # as R's Esc / Ctrl+C reaches Python
+
+    h = customgrad.custom_gradient(forward, trace=False, value_like=like_input)
+    compiled = _backend.adapter().compile(lambda x: keras.ops.sum(h(x)))
+    with pytest.raises(KeyboardInterrupt):
+        compiled(X)
 
 
 def test_a_marked_failure_is_recovered_from_the_backends_text():

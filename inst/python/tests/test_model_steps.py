@@ -22,7 +22,7 @@ def cube(threads, fail=None):
     """x^3 with the rule 3 x^2, read as NumPy values (as R reads them);
     ``threads`` records where it runs; ``fail``, a list: where it holds "f"
     or "grad", that raises a stand-in for an R error (reticulate's
-    exception has ``r_class``)."""
+    exception has ``r_class``); "stop", an interrupt of R."""
     fail = [] if fail is None else fail
 
     def forward(x, tracing=False, **options):
@@ -30,6 +30,8 @@ def cube(threads, fail=None):
         xv = keras.ops.convert_to_numpy(x)  # fails on symbolic tensors
         if "f" in fail:
             raise _r_error("boom in f")
+        if "stop" in fail:
+            raise KeyboardInterrupt
 
         def grad(upstream, variables):
             threads.append(threading.current_thread() is threading.main_thread())
@@ -163,6 +165,17 @@ def test_an_error_of_f_or_grad_stops_fit_classed_as_such(where):
     assert type(info.value).__name__ == f"customgrad_error_{where}"
     assert str(info.value) == f"boom in {where}"
     assert info.value.r_class == "a capsule"
+
+
+@pytest.mark.parametrize("method", ["fit", "predict"])
+def test_an_interrupt_in_r_stops_a_step_as_an_interrupt(method):
+    # JAX's runtime reports a callback's interrupt as its XlaRuntimeError.
+    fail = []
+    model = _model_steps.serve_steps(model_of(cube([], fail=fail)))
+    fail.append("stop")
+    data = (X, Y) if method == "fit" else (X,)
+    with pytest.raises(KeyboardInterrupt):
+        getattr(model, method)(*data, batch_size=8, verbose=0)
 
 
 def test_an_r_error_of_another_layer_keeps_its_class():
