@@ -32,3 +32,15 @@ caught_interrupts <- function(step, seconds) {
     messages = unique(errors)
   )
 }
+
+# exp() as an R host op that takes 20 ms a call: R runs at every step of
+# a compiled computation, long enough for interrupts to land in it.
+slow_exp_host_op <- function() {
+  op_custom_gradient(trace = FALSE, value_like = "x", \(x) {
+    Sys.sleep(0.02)
+    xv <- as.array(x)
+    tuple(op_convert_to_tensor(exp(xv), op_dtype(x)), \(upstream) {
+      upstream * op_convert_to_tensor(exp(xv), op_dtype(x))
+    })
+  })
+}

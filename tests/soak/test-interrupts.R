@@ -173,13 +173,7 @@ test_that("SIGINTs during a compiled fit() with an R host op are caught, and the
   # R's main thread runs while it waits; JAX and PyTorch: their own.
   session <- local_child_session()
   session$run(function() {
-    slow_exp <- op_custom_gradient(trace = FALSE, value_like = "x", \(x) {
-      Sys.sleep(0.02)
-      xv <- as.array(x)
-      tuple(op_convert_to_tensor(exp(xv), op_dtype(x)), \(upstream) {
-        upstream * op_convert_to_tensor(exp(xv), op_dtype(x))
-      })
-    })
+    slow_exp <- slow_exp_host_op()
     new_model <<- function() {
       model <- keras_model_sequential(input_shape = 1) |>
         layer_dense(1, use_bias = FALSE, kernel_initializer = "zeros") |>
@@ -220,13 +214,7 @@ test_that("SIGINTs during a compiled computation with an R host op are caught as
   # an UnknownError, before customgrad took the interrupt back out.
   session <- local_child_session()
   session$run(function() {
-    slow_exp <- op_custom_gradient(trace = FALSE, value_like = "x", \(x) {
-      Sys.sleep(0.02)
-      xv <- as.array(x)
-      tuple(op_convert_to_tensor(exp(xv), op_dtype(x)), \(upstream) {
-        upstream * op_convert_to_tensor(exp(xv), op_dtype(x))
-      })
-    })
+    slow_exp <- slow_exp_host_op()
     g <<- op_compile(op_value_and_grad(\(x) op_sum(slow_exp(x))))
     x <<- op_convert_to_tensor(c(0.1, 0.2))
     invisible(g(x))
