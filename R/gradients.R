@@ -64,9 +64,11 @@
 #' `f` (`op_grad(op_grad(f))`) is recorded as one operation and replayed
 #' too. Inside a compiled function ([op_compile()], `jax$jit()`,
 #' `tf.function`) `g` runs the replay, traced by the backend's compiler.
-#' Called eagerly on TensorFlow, `g` runs a signature's replay as a
-#' `tf.function` from that signature's second call on: one graph call
-#' rather than an eager call per operation.
+#' Called eagerly on TensorFlow and JAX, `g` runs each signature's replay
+#' compiled (`tf.function`, `jax.jit`) from its first call: one program
+#' rather than an eager call per operation. A signature the compiler
+#' refuses (on JAX, an op whose output shape depends on values, such as
+#' `op_nonzero()`) runs its replay eagerly.
 #'
 #' @section Errors:
 #' Errors in `f` reach the caller as the original condition. While `f` is

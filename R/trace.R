@@ -19,6 +19,12 @@ run_traced <- function(expr, f = NULL) {
   }
   the$tracing <- the$tracing + 1L
   on.exit(the$tracing <- the$tracing - 1L)
+  # R's longest error message while f runs on placeholders, where Keras'
+  # errors are long: reticulate 1.46 shortens a Python error's message past
+  # `warning.length` with a C++ error of its own instead (std::out_of_range)
+  # when its first two lines are longer than that (test-trace.R).
+  messages <- options(warning.length = 8170L)
+  on.exit(options(messages), add = TRUE)
   seed <- random_seed()
   # R's Ops dispatch can't choose between a symbolic tensor's methods and
   # another tensor's (a captured TensorFlow variable): it warns

@@ -144,6 +144,30 @@ test_that("the fallback message says why", {
   expect_snapshot(invisible(fn$h(1)))
 })
 
+test_that("a long Python error while tracing falls back, its message not read", {
+  skip_if_no_backend()
+  # Raised on Keras' placeholders only: two lines over R's `warning.length`
+  # (1000), whose message reticulate 1.46 can't shorten (a C++ error).
+  python <- reticulate::py_run_string(
+    paste(
+      "def fails_on_placeholders(x):",
+      "    import keras",
+      "    if isinstance(x, keras.KerasTensor):",
+      "        raise ValueError('long ' * 200 + '\\nsecond line\\nthird')",
+      "    return x",
+      sep = "\n"
+    ),
+    local = TRUE
+  )
+  g <- op_grad(function(x) op_sum(python$fails_on_placeholders(x) * 3))
+  expect_message(
+    grad <- g(op_convert_to_tensor(c(1, 2))),
+    "ValueError: long long",
+    class = "customgrad_message_fallback"
+  )
+  expect_tensor(grad, c(3, 3))
+})
+
 test_that("strict tracing makes a fallback a classed error", {
   skip_if_no_backend()
   for (what in names(value_reads)) {

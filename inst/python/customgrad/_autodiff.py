@@ -21,11 +21,11 @@ import collections
 
 import keras
 
-from customgrad import _backend, _bridge, _memory, _messages, _trace
+from customgrad import _backend, _bridge, _host, _memory, _messages, _trace
 from customgrad._keras_internals import symbolic_call
 from customgrad._structure import any_symbolic, flatten, unflatten
 from customgrad._traced_function import GradientOp, TracedFunction
-from customgrad.errors import DtypeError, NotScalarError, UpstreamError
+from customgrad.errors import DtypeError, NotScalarError, UpstreamError, find_error
 
 __all__ = [
     "DtypeError",
@@ -98,11 +98,9 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
             return _grads_alone(reply) if grads_only else reply
         # Called from R, which holds the result until its collector runs:
         # counted, so that R collects before such results pile up (_memory).
-        compiled = None if replays is None else replays.find(upstream, args)
-        if compiled is None:
+        reply = None if replays is None else replays.run(upstream, args)
+        if reply is None:
             reply = _memory.call_from_r(concrete, upstream, *args)
-        else:
-            reply = _memory.call_from_r(_run_plain, *compiled)
         _bridge.release_to_r()
         # R converts a dict reply item by item (~60 us a step at n = 1); a
         # gradient alone reaches it as the tensor it is.
@@ -251,25 +249,55 @@ class _CompiledCalls:
         self._concrete = concrete
         self._traced = traced
         self._compile = compile
-        self._compiled = collections.OrderedDict()
+        self._compiled = collections.OrderedDict()  # key -> _Compiled or _EAGER
 
-    def find(self, upstream, args):
-        """``(compiled, flat tensors)`` for this call, or None while its
-        inputs' trace is no cached replay (the first call traces and runs
-        eagerly; a signature that falls back to R stays eager)."""
+    def run(self, upstream, args):
+        """The reply of this call, compiled; or None where it runs eagerly:
+        R at every call, a signature that falls back to R, or one the
+        backend's compiler refused at its first call (JAX's jit of an op
+        whose output shape depends on values, ``op_nonzero()``), which the
+        eager call computes as R does, or fails as it would."""
         if not self._traced.trace:
             return None  # R at every call; its arguments may be no tensors
         leaves, spec = flatten([upstream, *args])
         tensors = [x for x in leaves if x is not None]  # upstream None
+        if _host.is_abstract(tensors):
+            # Inside another trace (tf.function, pfor, jax.jit, jax.vmap),
+            # which compiles it, and refuses what it can't transform.
+            return None
         key = (upstream is None, _trace.signature(tensors, spec))
-        run = self._compiled.get(key)
-        if run is None:
-            if not self._traced.replays(*args):
+        entry = self._compiled.get(key)
+        if entry is _EAGER:
+            return None
+        if entry is None:
+            # Traced here (R runs), so that its first call runs compiled too.
+            if not self._traced.prepare(*args):
                 return None
             if len(self._compiled) >= _MAX_COMPILED:
                 self._compiled.popitem(last=False)
-            run = self._compiled[key] = self._compile(_Flat(self._concrete, spec))
-        return run, leaves
+            entry = self._compiled[key] = _Compiled(
+                self._compile(_Flat(self._concrete, spec))
+            )
+        try:
+            reply = _memory.call_from_r(_run_plain, entry.run, leaves)
+        except Exception as exc:
+            if entry.ran or find_error(exc) is not None:
+                raise
+            self._compiled[key] = _EAGER
+            return None
+        entry.ran = True
+        return reply
+
+
+class _Compiled:
+    __slots__ = ("run", "ran")
+
+    def __init__(self, run):
+        self.run = run
+        self.ran = False  # a first call's failure is the compiler's
+
+
+_EAGER = object()
 
 
 def _run_plain(run, leaves):

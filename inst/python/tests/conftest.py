@@ -8,7 +8,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "backend(name): a test of one backend's own conventions"
+        "markers", "backend(*names): a test of these backends' own conventions"
     )
 
 
@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
         marker = item.get_closest_marker("backend")
-        (drop if marker and marker.args[0] != backend else keep).append(item)
+        (drop if marker and backend not in marker.args else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
