@@ -3,11 +3,11 @@
 # requirements on every platform; then one line of totals. The runs are
 # independent processes, so they run side by side, TEST_JOBS at a time, the
 # longest first; each run's output is printed whole when it ends, with how
-# long it took. By default the three testthat suites, about equally long,
-# start together even on 2 cores (on 2026-12-04, 2 cores: 14:22 one at a
-# time, 8:51 two at a time, 7:12-9:07 three; tests/README.md). With CI=true a
-# skipped test fails the run: a backend that can't run is a failure there,
-# never a pass.
+# long it took. By default as many at a time as the machine has cores (on
+# 2026-12-07, 2 cores: 12:20 two at a time, 12:48 three; JAX's differential
+# test took 135 s two at a time, 258 s three, 111 s alone; tests/README.md).
+# With CI=true a skipped test fails the run: a backend that can't run is a
+# failure there, never a pass.
 # Usage: Rscript tools/run-tests.R tensorflow jax torch
 backends <- commandArgs(trailingOnly = TRUE)
 # The development Python, chosen by the Makefile (RETICULATE_PYTHON).
@@ -15,7 +15,7 @@ python <- Sys.getenv("RETICULATE_PYTHON", ".setup/venv/bin/python")
 ci <- identical(Sys.getenv("CI"), "true")
 jobs <- as.integer(Sys.getenv(
   "TEST_JOBS",
-  max(parallel::detectCores(), length(backends), na.rm = TRUE) # NA: unknown
+  max(parallel::detectCores(), 1L, na.rm = TRUE) # NA: unknown
 ))
 if (is.na(jobs) || jobs < 1L) {
   stop(
