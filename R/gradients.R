@@ -65,10 +65,11 @@
 #' too. Inside a compiled function ([op_compile()], `jax$jit()`,
 #' `tf.function`) `g` runs the replay, traced by the backend's compiler.
 #' Called eagerly on TensorFlow and JAX, `g` runs each signature's replay
-#' compiled (`tf.function`, `jax.jit`) from its first call: one program
-#' rather than an eager call per operation. A signature the compiler
-#' refuses (on JAX, an op whose output shape depends on values, such as
-#' `op_nonzero()`) runs its replay eagerly.
+#' compiled (`tf.function`, `jax.jit`) from that signature's second call
+#' on: one program rather than an eager call per operation. The first call
+#' runs eagerly, so that `op_grad(f)(x)` made anew in a loop pays no
+#' compile. A signature the compiler refuses (on JAX, an op whose output
+#' shape depends on values, such as `op_nonzero()`) runs eagerly.
 #'
 #' @section Errors:
 #' Errors in `f` reach the caller as the original condition. While `f` is

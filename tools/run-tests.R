@@ -4,8 +4,8 @@
 # independent processes, so they run side by side, TEST_JOBS at a time, the
 # longest first; each run's output is printed whole when it ends, with how
 # long it took. By default as many at a time as the machine has cores (on
-# 2026-12-07, 2 cores: 12:20 two at a time, 12:48 three; JAX's differential
-# test took 135 s two at a time, 258 s three, 111 s alone; tests/README.md).
+# 2026-12-07, 2 cores: 12:20-12:41 two at a time, 12:48 three; JAX's
+# differential test 135-191 s two at a time, 258 s three; tests/README.md).
 # With CI=true a skipped test fails the run: a backend that can't run is a
 # failure there, never a pass.
 # Usage: Rscript tools/run-tests.R tensorflow jax torch

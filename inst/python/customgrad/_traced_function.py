@@ -53,11 +53,11 @@ class TracedFunction:
         hold changed (R checks them, ``captures.R``)."""
         self.core.untrace()
 
-    def prepare(self, *args):
-        """Trace for ``args`` now if no trace is cached (R runs); whether a
-        call on them replays the trace (no R)."""
+    def replays(self, *args):
+        """Whether a call on ``args`` would replay a cached trace (no R)."""
         leaves, spec = flatten(list(args))
-        return isinstance(self.core.bind(leaves, spec), _trace.Trace)
+        key = _trace.signature(leaves, spec)
+        return isinstance(self.core.lookup(key, leaves, spec), _trace.Trace)
 
     def output_spec(self, *args):
         """The value's symbolic tensors for symbolic ``args`` (from their
