@@ -26,8 +26,8 @@ _host.quiet("jax._src.callback")
 GRAD_GETS_VARIABLES = False
 # A traced function's gradient called eagerly from R runs under jax.jit from
 # a signature's second call on: one program instead of a dispatch per
-# operation (the README's log1pexp() gradient at n = 1: 181 us a step
-# against 3,157 for the same step in Python, bench run 2026-12-07-0139).
+# operation (the README's log1pexp() gradient at n = 1: 323 us a step, median
+# 120, against 2,880 for the same step in Python, bench run 2026-12-07-0226).
 COMPILES_GRADIENT_REPLAYS = True
 
 
