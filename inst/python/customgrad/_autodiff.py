@@ -249,7 +249,8 @@ class _CompiledCalls:
         self._concrete = concrete
         self._traced = traced
         self._compile = compile
-        self._compiled = collections.OrderedDict()  # key -> _Compiled or _EAGER
+        self._compiled = collections.OrderedDict()  # key -> compiled, or _EAGER
+        self._proven = set()  # keys whose compiled function has run once
 
     def run(self, upstream, args):
         """The reply of this call, compiled; or None where it runs eagerly:
@@ -278,27 +279,18 @@ class _CompiledCalls:
             if not self._traced.replays(*args):
                 return None
             if len(self._compiled) >= _MAX_COMPILED:
-                self._compiled.popitem(last=False)
-            entry = self._compiled[key] = _Compiled(
-                self._compile(_Flat(self._concrete, spec))
-            )
+                self._proven.discard(self._compiled.popitem(last=False)[0])
+            entry = self._compiled[key] = self._compile(_Flat(self._concrete, spec))
         try:
-            reply = _memory.call_from_r(_run_plain, entry.run, leaves)
+            reply = _memory.call_from_r(_run_plain, entry, leaves)
         except Exception as exc:
-            if entry.ran or find_error(exc) is not None:
+            # A compiled function's first failure is the compiler's.
+            if key in self._proven or find_error(exc) is not None:
                 raise
             self._compiled[key] = _EAGER
             return None
-        entry.ran = True
+        self._proven.add(key)
         return reply
-
-
-class _Compiled:
-    __slots__ = ("run", "ran")
-
-    def __init__(self, run):
-        self.run = run
-        self.ran = False  # a first call's failure is the compiler's
 
 
 _EAGER = object()
