@@ -65,11 +65,16 @@
 #' too. Inside a compiled function ([op_compile()], `jax$jit()`,
 #' `tf.function`) `g` runs the replay, traced by the backend's compiler.
 #' Called eagerly on TensorFlow and JAX, `g` runs each signature's replay
-#' compiled (`tf.function`, `jax.jit`) from that signature's second call
-#' on: one program rather than an eager call per operation. The first call
-#' runs eagerly, so that `op_grad(f)(x)` made anew in a loop pays no
-#' compile. A signature the compiler refuses (on JAX, an op whose output
-#' shape depends on values, such as `op_nonzero()`) runs eagerly.
+#' compiled (`tf.function`, `jax.jit`): one program rather than an eager
+#' call per operation. On TensorFlow from a signature's second call on
+#' (its first runs eagerly, which costs less than tracing a
+#' `tf.function`); on JAX from the first, where an eager call would
+#' compile each operation for its shapes, unless the same programs were
+#' compiled before: then `g` is most likely made anew, as
+#' `op_grad(f)(x)` in a loop, and its first call runs eagerly rather than
+#' pay a compile a call. A signature the compiler refuses (on JAX, an op
+#' whose output shape depends on values, such as `op_nonzero()`) runs
+#' eagerly.
 #'
 #' @section Errors:
 #' Errors in `f` reach the caller as the original condition. While `f` is

@@ -1374,9 +1374,9 @@ custom_sum_fn <- function(case, in_f) {
   function(value) sum_leaves(value, which, "float32")
 }
 
-# Runs h's gradient (through op_grad()) and its value, for two draws (the
-# second call of op_grad() runs its gradient compiled on TensorFlow and
-# JAX).
+# Runs h's gradient (through op_grad()) and its value, for two draws
+# (op_grad() runs its gradient compiled on TensorFlow from its second call,
+# on JAX from its first: each op's programs are new there).
 run_custom <- function(case, trace, in_f = TRUE, in_grad = TRUE) {
   h <- new_custom(case, trace, in_f, in_grad)
   total <- custom_sum_fn(case, in_f)

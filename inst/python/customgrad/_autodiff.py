@@ -21,7 +21,7 @@ import collections
 
 import keras
 
-from customgrad import _backend, _bridge, _host, _memory, _messages, _trace
+from customgrad import _backend, _bridge, _host, _memory, _messages, _program, _trace
 from customgrad._keras_internals import symbolic_call
 from customgrad._structure import any_symbolic, flatten, unflatten
 from customgrad._traced_function import GradientOp, TracedFunction
@@ -89,7 +89,9 @@ def value_and_grad(fn, positions=None, backend=None, wrt=None, grads_only=False)
 
     replays = None
     if isinstance(fn, TracedFunction) and adapter.COMPILES_GRADIENT_REPLAYS:
-        replays = _CompiledCalls(concrete, fn, adapter.compile)
+        replays = _CompiledCalls(
+            concrete, fn, adapter.compile, adapter.COMPILES_FIRST_CALL
+        )
 
     def call(upstream, *args):
         if any_symbolic([upstream, list(args)]):
@@ -245,16 +247,19 @@ class _CompiledCalls:
     of), and per upstream given or not.  ``traced`` is the
     :class:`_traced_function.TracedFunction` that ``concrete`` calls."""
 
-    def __init__(self, concrete, traced, compile):
+    def __init__(self, concrete, traced, compile, compile_first=False):
         self._concrete = concrete
         self._traced = traced
         self._compile = compile
+        self._compile_first = compile_first
         self._compiled = collections.OrderedDict()  # key -> compiled, or _EAGER
         self._proven = set()  # keys whose compiled function has run once
+        self._called = collections.OrderedDict()  # keys whose first call was made
 
     def run(self, upstream, args):
         """The reply of this call, compiled; or None where it runs eagerly:
-        R at every call, a signature's first call, one that falls back to
+        R at every call, a signature's first call (see
+        :meth:`_compiles_now`), one that falls back to
         R, or one the backend's compiler refused (JAX's jit of an op whose
         output shape depends on values, ``op_nonzero()``), which the eager
         call computes as R does, or fails as it would."""
@@ -271,15 +276,12 @@ class _CompiledCalls:
         if entry is _EAGER:
             return None
         if entry is None:
-            # A signature's first call runs eagerly, and traces R: compiled
-            # from its second call on. A function made anew at every call
-            # (`op_grad(loss)(w, x)` in a loop) would pay a compile a call
-            # (97 against 10 ms a call on JAX, 49 against 12 on TensorFlow,
-            # for a small model's loss on the development machine).
-            if not self._traced.replays(*args):
+            if not self._compiles_now(key, args):
                 return None
             if len(self._compiled) >= _MAX_COMPILED:
-                self._proven.discard(self._compiled.popitem(last=False)[0])
+                evicted = self._compiled.popitem(last=False)[0]
+                self._proven.discard(evicted)
+                self._called.pop(evicted, None)
             entry = self._compiled[key] = self._compile(_Flat(self._concrete, spec))
         try:
             reply = _memory.call_from_r(_run_plain, entry, leaves)
@@ -293,7 +295,47 @@ class _CompiledCalls:
         return reply
 
 
+    def _compiles_now(self, key, args):
+        """Whether a signature with nothing compiled compiles at this call.
+
+        A function made anew at every call (`op_grad(loss)(w, x)` in a
+        loop) would pay a compile a call (97 against 10 ms a call on JAX,
+        49 against 12 on TensorFlow, for a small model's loss on the
+        development machine): so a signature's first call runs eagerly,
+        compiled from its second. Where the backend's eager first call
+        costs more than its compile (``compile_first``: JAX compiles each
+        operation of an eager call for its shapes, 60-340 against 57-80 ms
+        for a custom gradient of one op), the first call compiles, unless
+        the same programs were compiled before (by their
+        :func:`_program.fingerprint`): then the function is most likely
+        made anew, and runs eagerly as above.
+        """
+        if key in self._called:
+            return self._traced.replays(*args)
+        self._called[key] = None
+        if len(self._called) > 4 * _MAX_COMPILED:
+            self._called.popitem(last=False)
+        if not self._compile_first:
+            return False
+        trace = self._traced.trace_for(*args)
+        if trace is None:
+            return False
+        kind = (key, _program.fingerprint(trace.compiled))
+        if kind in _compiled_kinds:
+            _compiled_kinds.move_to_end(kind)
+            return False
+        _compiled_kinds[kind] = None
+        if len(_compiled_kinds) > _MAX_KINDS:
+            _compiled_kinds.popitem(last=False)
+        return True
+
+
 _EAGER = object()
+
+# The fingerprints of the programs compiled at a first call, the latest
+# last: a function whose programs are among them is taken for one made anew.
+_compiled_kinds = collections.OrderedDict()
+_MAX_KINDS = 256
 
 
 def _run_plain(run, leaves):

@@ -24,11 +24,14 @@ _host.quiet("jax._src.callback")
 # jax.jit traces R once per signature.
 # JAX never hands grad variables.
 GRAD_GETS_VARIABLES = False
-# A traced function's gradient called eagerly from R runs under jax.jit from
-# a signature's second call on: one program instead of a dispatch per
-# operation (the README's log1pexp() gradient at n = 1: 323 us a step, median
+# A traced function's gradient called eagerly from R runs under jax.jit:
+# one program instead of a dispatch per operation (the README's log1pexp() gradient at n = 1: 323 us a step, median
 # 120, against 2,880 for the same step in Python, bench run 2026-12-07-0226).
 COMPILES_GRADIENT_REPLAYS = True
+# From a signature's first call: eagerly, JAX compiles each operation for
+# its shapes, which costs more than compiling the whole gradient (60-340
+# against 57-80 ms for a custom gradient of one keras3 op, first seen).
+COMPILES_FIRST_CALL = True
 
 
 def custom_gradient(fn):

@@ -214,6 +214,67 @@ def set_programs(compiled, forward, backward):
     compiled.backward = Program(backward, keep=grads)
 
 
+def fingerprint(compiled):
+    """What ``compiled``'s programs call, and on what kinds of arguments:
+    equal for two traces of the same R code (a function made anew at each
+    call of a loop, whose traces hold new operation objects), unequal as a
+    rule for other code. A hint, never a key to a result: two programs may
+    share one (numbers and tensors count by kind, not by value)."""
+    return (
+        compiled.n_inputs,
+        compiled.n_upstream,
+        tuple(_kind(x) for x in compiled.value),
+        tuple(_kind(x) for x in compiled.grads),
+        tuple(_step_kind(step) for step in compiled.forward.steps),
+        tuple(_step_kind(step) for step in compiled.backward.steps),
+    )
+
+
+def _step_kind(step):
+    return (
+        _callable_kind(step.fn),
+        tuple(_kind(a) for a in step.args),
+        tuple((k, _kind(v)) for k, v in sorted(step.kwargs.items(), key=_name)),
+        tuple(step.slot_args),
+        tuple(step.outputs),
+    )
+
+
+def _callable_kind(fn):
+    operation = _keras_internals.operation_of(fn)
+    if operation is None:
+        return (getattr(fn, "__module__", None), getattr(fn, "__qualname__", type(fn).__name__))
+    kind = [type(operation).__module__, type(operation).__qualname__]
+    for name, value in sorted(_keras_internals.attributes(operation).items(), key=_name):
+        if not name.startswith("_") and name != "name":
+            kind.append((name, _kind(value)))
+    entry = getattr(operation, "entry", None)  # a custom gradient's trace
+    if getattr(entry, "compiled", None) is not None:
+        kind.append(fingerprint(entry.compiled))
+    return tuple(kind)
+
+
+def _name(item):
+    return str(item[0])
+
+
+def _kind(x):
+    if isinstance(x, Slot):
+        return ("slot", x.index)
+    if isinstance(x, Nested):
+        return ("nested", _kind(x.template))
+    if isinstance(x, (list, tuple)):
+        return tuple(_kind(v) for v in x)
+    if isinstance(x, dict):
+        return tuple((str(k), _kind(v)) for k, v in sorted(x.items(), key=_name))
+    if x is None or isinstance(x, (str, bool)):
+        return x
+    shape = getattr(x, "shape", None)
+    if shape is not None:
+        return (type(x).__name__, tuple(shape), str(getattr(x, "dtype", "")))
+    return type(x).__name__
+
+
 def _assign(slots, x):
     if id(x) in slots:
         raise GraphError("The same symbolic tensor is given twice as an input.")

@@ -30,6 +30,9 @@ FILL_NONE = False
 # step took 190 us under tf.function against 670-690 eagerly at n = 1,
 # 0.9 against 3.5-3.9 ms at 1e6, on the development machine).
 COMPILES_GRADIENT_REPLAYS = True
+# From a signature's second call: an eager first call costs less than
+# tracing a tf.function.
+COMPILES_FIRST_CALL = False
 # TensorFlow hands grad the variables f read (variables=).
 GRAD_GETS_VARIABLES = True
 

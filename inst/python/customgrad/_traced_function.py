@@ -59,6 +59,13 @@ class TracedFunction:
         key = _trace.signature(leaves, spec)
         return isinstance(self.core.lookup(key, leaves, spec), _trace.Trace)
 
+    def trace_for(self, *args):
+        """The trace a call on ``args`` replays, made now if need be (R
+        runs), or None where such a call runs R."""
+        leaves, spec = flatten(list(args))
+        entry = self.core.bind(leaves, spec)
+        return entry if isinstance(entry, _trace.Trace) else None
+
     def output_spec(self, *args):
         """The value's symbolic tensors for symbolic ``args`` (from their
         trace, made now if need be), or None where the trace failed."""
