@@ -310,16 +310,18 @@ class _CompiledCalls:
         :func:`_program.fingerprint`): then the function is most likely
         made anew, and runs eagerly as above.
         """
-        if key in self._called:
-            return self._traced.replays(*args)
-        self._called[key] = None
-        if len(self._called) > 4 * _MAX_COMPILED:
-            self._called.popitem(last=False)
-        if not self._compile_first:
-            return False
-        trace = self._traced.trace_for(*args)
+        first = key not in self._called
+        if first:
+            self._called[key] = None
+            if len(self._called) > 4 * _MAX_COMPILED:
+                self._called.popitem(last=False)
+            if not self._compile_first:
+                return False
+        trace = self._traced.trace_for(*args)  # the first call's, from the second
         if trace is None:
             return False
+        if not first:
+            return True
         kind = (key, _program.fingerprint(trace.compiled))
         if kind in _compiled_kinds:
             _compiled_kinds.move_to_end(kind)

@@ -25,8 +25,9 @@ _host.quiet("jax._src.callback")
 # JAX never hands grad variables.
 GRAD_GETS_VARIABLES = False
 # A traced function's gradient called eagerly from R runs under jax.jit:
-# one program instead of a dispatch per operation (the README's log1pexp() gradient at n = 1: 323 us a step, median
-# 120, against 2,880 for the same step in Python, bench run 2026-12-07-0226).
+# one program instead of a dispatch per operation (the README's log1pexp()
+# gradient at n = 1: 323 us a step, median 120, against 2,880 for the same
+# step in Python, bench run 2026-12-07-0226).
 COMPILES_GRADIENT_REPLAYS = True
 # From a signature's first call: eagerly, JAX compiles each operation for
 # its shapes, which costs more than compiling the whole gradient (60-340

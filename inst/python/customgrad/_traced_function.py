@@ -53,12 +53,6 @@ class TracedFunction:
         hold changed (R checks them, ``captures.R``)."""
         self.core.untrace()
 
-    def replays(self, *args):
-        """Whether a call on ``args`` would replay a cached trace (no R)."""
-        leaves, spec = flatten(list(args))
-        key = _trace.signature(leaves, spec)
-        return isinstance(self.core.lookup(key, leaves, spec), _trace.Trace)
-
     def trace_for(self, *args):
         """The trace a call on ``args`` replays, made now if need be (R
         runs), or None where such a call runs R."""
