@@ -44,11 +44,19 @@ run_interrupted <- function(session, fn, args = list(), n = 8, every = 0.5) {
     session$interrupt()
     Sys.sleep(every)
   }
-  if (session$poll_process(120000) != "ready") {
-    session$kill()
-    stop("The child session did not answer within 120 s of the interrupts.")
+  repeat {
+    if (session$poll_process(120000) != "ready") {
+      session$kill()
+      stop("The child session did not answer within 120 s of the interrupts.")
+    }
+    out <- session$read()
+    # Until the call's end: read() gives NULL while the reply is not yet
+    # whole, and passes on progress events (code 301) of its own.
+    if (!is.null(out) && !out$code %in% c(201, 202, 301)) break
   }
-  out <- session$read()
+  if (out$code != 200 && is.null(out$error)) {
+    stop(sprintf("The child session replied %d: %s", out$code, out$message))
+  }
   if (!is.null(out$error)) {
     stop(out$error)
   }

@@ -361,6 +361,11 @@ _MAX_HOST_FAILURES = 16
 _HOST_FAILURE = "customgrad host failure #{}"
 _HOST_FAILURE_MARKED = re.compile(r"customgrad host failure #(\d+)")
 _host_failure_numbers = itertools.count(1)
+# A callback's traceback, as a backend's runtime error reports it, that
+# ends in an interrupt.
+_CALLBACK_INTERRUPTED = re.compile(
+    r"Traceback \(most recent call last\):.*^KeyboardInterrupt\b", re.M | re.S
+)
 
 
 class HostFailure(Exception):
@@ -402,6 +407,12 @@ def raise_host_stop(exc):
         found = recover_host_failure(exc)
         if isinstance(found, KeyboardInterrupt):
             raise found.with_traceback(None) from None
+        if found is None and _CALLBACK_INTERRUPTED.search(str(exc)):
+            # The interrupt reached Python in the backend's own callback
+            # code, around customgrad's (JAX's pure_callback turning the
+            # result into an array): nothing of ours to mark, only the
+            # traceback the runtime reports as text.
+            raise KeyboardInterrupt from None
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
 

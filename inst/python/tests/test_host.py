@@ -118,6 +118,22 @@ def test_an_interrupt_in_a_compiled_host_op_is_an_interrupt():
         compiled(X)
 
 
+def test_an_interrupt_in_the_backends_own_callback_code_is_an_interrupt():
+    # JAX's text when the interrupt lands after customgrad's callback
+    # returned, as it turns the result into an array (seen in make soak).
+    reported = RuntimeError(
+        "INTERNAL: CpuCallback error calling callback: Traceback (most recent"
+        ' call last):\n  File "jax/_src/callback.py", line 89, in'
+        " pure_callback_impl\n  File \"jax/_src/api.py\", line 2658, in"
+        " device_put\nKeyboardInterrupt: "
+    )
+    with pytest.raises(KeyboardInterrupt):
+        errors.raise_host_stop(reported)
+    # Other failures go on as they were.
+    errors.raise_host_stop(RuntimeError("Traceback (most recent call last):\nKeyError: 1"))
+    errors.raise_host_stop(RuntimeError("KeyboardInterrupt in a message only"))
+
+
 def test_a_marked_failure_is_recovered_from_the_backends_text():
     failure = errors.mark_host_failure(KeyError("lost"))
     wrapped = RuntimeError(f"the backend says: {failure} (node PyFunc)")
