@@ -6,7 +6,10 @@
 test_that("SIGINTs during untraced grads and traces of f are caught, and every gradient after them is right", {
   session <- local_child_session()
 
-  # An untraced function whose grad is slow R code.
+  # An untraced function whose grad is slow R code, in an untraced
+  # op_grad(): a traced one runs h's R code only while it traces (on JAX
+  # and TensorFlow, as inside tf.function), and the interrupts would land
+  # in the loop's own R code between steps of half a millisecond.
   session$run(function() {
     h <<- op_custom_gradient(
       function(x) {
@@ -17,7 +20,7 @@ test_that("SIGINTs during untraced grads and traces of f are caught, and every g
       },
       trace = FALSE
     )
-    g <<- op_grad(\(x) op_sum(h(x)))
+    g <<- op_grad(\(x) op_sum(h(x)), trace = FALSE)
     invisible(g(op_convert_to_tensor(c(1, 2))))
   })
   untraced <- run_interrupted(session, function() {
