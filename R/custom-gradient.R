@@ -153,6 +153,12 @@
 #' call: see below). On PyTorch, `f` runs with
 #' autograd recording when the call is recorded, so that `grad` can be
 #' differentiated again (`create_graph = TRUE`) without running `f` again.
+#' Called inside a function `g` that [op_grad()], [op_value_and_grad()]
+#' or [op_compile()] traces, it is part of `g`'s trace on TensorFlow and
+#' JAX, as inside `tf.function`: R runs it while `g` traces (the same
+#' numbers; what it reads that a trace would fix, such as R's random
+#' numbers, makes `g` fall back to R), and on PyTorch at every call.
+#' `op_grad(g, trace = FALSE)` runs it at every call on every backend.
 #'
 #' R can't run on other threads: a call that needs R from a non-main thread
 #' (a `tf.data` map, `tf.py_function`) is an error of class

@@ -80,6 +80,30 @@ test_that("trace = FALSE runs R at every call, without messages", {
   expect_identical(fn$counts$grad, 3)
 })
 
+test_that("trace = FALSE inside a traced op_grad() runs while it traces on TensorFlow and JAX, at every call on PyTorch", {
+  skip_if_no_backend()
+  fn <- new_counted_log1pexp(trace = FALSE)
+  x <- op_convert_to_tensor(c(-1, 0.5))
+  traced <- op_grad(function(t) op_sum(fn$h(t)))
+  for (i in 1:5) {
+    expect_values(as.array(traced(x)), sigmoid(c(-1, 0.5)), tolerance = 1e-6)
+  }
+  if (config_backend() == "torch") {
+    expect_gte(fn$counts$f, 5) # and once while op_grad() traces
+    expect_identical(fn$counts$grad, 5)
+  } else {
+    # The trace and, on TensorFlow, a first call before it compiles.
+    expect_lt(fn$counts$f, 5)
+    expect_lt(fn$counts$grad, 5)
+  }
+  fn$counts$f <- fn$counts$grad <- 0
+  untraced <- op_grad(function(t) op_sum(fn$h(t)), trace = FALSE)
+  for (i in 1:5) {
+    expect_values(as.array(untraced(x)), sigmoid(c(-1, 0.5)), tolerance = 1e-6)
+  }
+  expect_identical(c(fn$counts$f, fn$counts$grad), c(5, 5))
+})
+
 # A function whose f reads a value in R in the way `read` says.
 new_reading <- function(read, trace = TRUE) {
   counts <- new.env()
