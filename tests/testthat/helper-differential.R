@@ -1069,10 +1069,7 @@ abs_sum <- function(value, kinds) {
     function(leaf, kind) {
       switch(
         kind,
-        r = op_convert_to_tensor(
-          sum(abs(as.numeric(Filter(is.numeric, unlist(leaf))))),
-          "float32"
-        ),
+        r = op_convert_to_tensor(r_abs_sum(leaf), "float32"),
         complex = op_sum(op_abs(op_real(leaf))),
         op_sum(op_abs(op_cast(leaf, "float32")))
       )
@@ -1083,13 +1080,18 @@ abs_sum <- function(value, kinds) {
   Reduce(`+`, sums)
 }
 
+# The sum of the absolute values of the numbers in an R value.
+r_abs_sum <- function(leaf) {
+  sum(abs(as.numeric(Filter(is.numeric, unlist(leaf)))))
+}
+
 # abs_sum() of an eager result, computed by R: the reference of a custom
 # gradient's rule needs no backend op (on JAX each would compile).
 abs_sum_in_r <- function(value, kinds) {
   sums <- Map(
     function(leaf, kind) {
       if (kind == "r") {
-        return(sum(abs(as.numeric(Filter(is.numeric, unlist(leaf))))))
+        return(r_abs_sum(leaf))
       }
       values <- leaf_values(leaf)
       if (kind == "complex") {
