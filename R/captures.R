@@ -533,7 +533,11 @@ watch_captures <- function(state, traced, what, kind, call) {
   }
   bullets <- c(
     "x" = "It reads {.code {name}} from outside its arguments, and {.code {name}} has changed since {what} was traced: the trace holds its old value.",
-    "i" = "Pass {.code {name}} as an argument to run it traced, or use {.code {kind}(f, trace = FALSE)} to always call R without this message."
+    "i" = paste(
+      "Pass {.code {name}} as an argument to run it traced, or",
+      untraced_hint(kind),
+      "to always call R without this message."
+    )
   )
   if (identical(state$trace, "strict")) {
     abort_customgrad(

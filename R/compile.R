@@ -6,6 +6,9 @@
 #' are replayed in Python for every later call, without R. On TensorFlow
 #' and JAX that replay is compiled by the backend (`tf.function`,
 #' `jax.jit`); on PyTorch it runs eagerly (PyTorch's compiler is not used).
+#' A replay the backend's compiler refuses (on JAX, operations whose
+#' value's shape depends on values, such as [keras3::op_nonzero()]) runs
+#' eagerly instead.
 #'
 #' @section When R runs:
 #' `f`'s R code runs only while it is traced: at the first call, and again
@@ -14,20 +17,26 @@
 #'
 #' * Side effects in `f` happen at tracing, not at each call: `print()`,
 #'   `message()`, counters kept in R variables, writing files.
-#' * R values that `f` reads from outside (global variables) are fixed into
-#'   the trace when it is made; changing them later has no effect. Pass
-#'   values that change as arguments (tensors) instead. Keras variables
-#'   that `f` captures are read at every call, and what `f` assigns to
-#'   them is assigned (on JAX, their values are passed to the compiled
-#'   function, as Keras' own training step does).
+#' * R values that `f` reads from outside its arguments (global variables)
+#'   are checked before each call from R: once one has changed, R runs `f`
+#'   at every call, after a one-time message naming it. Pass values that
+#'   change as arguments (tensors) to keep the compiled function. Keras
+#'   variables that `f` captures are read at every call, and what `f`
+#'   assigns to them is assigned (on JAX, their values are passed to the
+#'   compiled function, as Keras' own training step does).
 #' * While tracing, tensors are symbolic: they have shapes and dtypes but no
 #'   values, so `as.array()` and an R `if ()` on a tensor's value can't be
 #'   traced, nor can R's random numbers. After a one-time message, R runs
-#'   such an `f` instead: on PyTorch at every call; on TensorFlow and JAX
-#'   when the backend compiles the function, so that what `f` computed in
-#'   R then (R's random numbers included) is fixed in the compiled
-#'   function, as a global variable would be. `trace = FALSE` asks for that
-#'   without the message, `trace = "strict"` makes it an error.
+#'   such an `f` instead, at every call from R. Inside a function that
+#'   TensorFlow or JAX compiles (a model's compiled training step, another
+#'   `op_compile()` with `trace = FALSE`), R runs it when the backend
+#'   compiles that function, so that what `f` computed in R then (R's
+#'   random numbers included) is fixed in it. `trace = "strict"` makes such
+#'   an `f` an error.
+#' * `trace = FALSE` hands `f`'s R code to the backend's own compiler
+#'   (`tf.function`, `jax.jit`), as Python code is compiled: R runs when
+#'   the backend compiles it (on PyTorch, at every call), and what it
+#'   computed in R is fixed in the compiled function.
 #' * Errors in `f` are raised at tracing (the first call).
 #'
 #' Gradients compile too: `op_compile(op_grad(f))` traces `f` once and
@@ -78,9 +87,15 @@ call_compiled <- function(state, args, call) {
   fn <- state$py
   if (is.null(fn) || reticulate::py_is_null_xptr(fn)) {
     # Made on first call: defining the function does not start Python.
-    fn <- state$py <- customgrad_py()$compile_function(
-      traced_function(state, compiled_forward, "op_compile")
-    )
+    state$traced <- traced_function(state, compiled_forward, "op_compile")
+    if (!isFALSE(state$trace)) {
+      state$captured <- captured_bindings(state$f)
+    }
+    fn <- state$py <- customgrad_py()$compile_function(state$traced)
+  }
+  if (!is.null(state$captured)) {
+    what <- transform_what(state, "op_compile")
+    watch_captures(state, state$traced, what, "op_compile", call)
   }
   # The call, for errors about it raised while f runs.
   previous <- state$frame

@@ -107,7 +107,8 @@ reply_trace_failed_on_error <- function(expr) {
     if (needs_values(cnd)) {
       return(trace_failed_reply(paste(
         "A custom-gradient function it calls can't be traced, and reads",
-        "its inputs' values."
+        "its inputs' values: with `value_like` it runs as an R host op",
+        "inside the trace (`?op_custom_gradient`, \"R's own numerics\")."
       )))
     }
     # customgrad's own checks, and errors the user's code raised with a
@@ -220,11 +221,26 @@ inform_fallback <- function(reason, what, kind) {
     c(
       "!" = "{what} could not be traced, so R runs it at every call with these inputs (inside a function TensorFlow or JAX compiles: when they compile it).",
       "x" = "{reason}",
-      "i" = "Compute with tensor operations only (no tensor values read in R, no R random numbers) to run without R, or use {.code {kind}(f, trace = FALSE)} to always call R without this message."
+      "i" = paste(
+        "Compute with tensor operations only (no tensor values read in R, no R random numbers) to run without R, or",
+        untraced_hint(kind),
+        "to always call R without this message."
+      )
     ),
     class = c("customgrad_message_fallback", "customgrad_message")
   )
   invisible(NULL)
+}
+
+# How a message names the way to run R at every call without it:
+# `op_compile(f, trace = FALSE)` hands R's code to the backend's compiler
+# (R runs when it compiles), so for op_compile() it is `f` itself.
+untraced_hint <- function(kind) {
+  if (identical(kind, "op_compile")) {
+    "call {.code f} itself, not compiled,"
+  } else {
+    "use {.code {kind}(f, trace = FALSE)}"
+  }
 }
 
 # Python asks for this once per function, at the first trace past the cap.

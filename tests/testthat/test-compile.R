@@ -122,26 +122,76 @@ test_that("customgrad's errors about a wrapped function without a name name the 
   expect_equal(conditionCall(err), quote(f(x = x)))
 })
 
-test_that("an f that can't be traced runs in R after one message: at every call on PyTorch, when TensorFlow or JAX compile it", {
+test_that("an f that can't be traced runs in R at every call after one message; with trace = FALSE, when the backend compiles it", {
   skip_if_no_backend()
   calls <- 0
   noisy <- function(x) {
     calls <<- calls + 1
-    x * 2 + 0 * stats::runif(1)
+    x * 2 + stats::runif(1)
   }
   fc <- op_compile(noisy)
+  # R's own draws, as R would make them calling noisy() itself.
+  draws <- withr::with_seed(2, stats::runif(2))
+  withr::local_seed(2)
   expect_message(
-    expect_tensor(fc(c(1, 2)), c(2, 4)),
-    "`op_compile\\(noisy\\)` could not be traced.*when they compile it",
+    first <- fc(c(1, 2)),
+    "`op_compile\\(noisy\\)` could not be traced.*at every call.*call `f` itself, not compiled",
     class = "customgrad_message_fallback"
   )
-  compiled <- calls
-  expect_no_message(expect_tensor(fc(c(3, 4)), c(6, 8)))
-  expect_equal(calls, compiled + (config_backend() == "torch"))
+  expect_tensor(first, c(2, 4) + draws[[1]], tolerance = 1e-6)
+  expect_equal(calls, 2) # the failed trace and R's run
+  expect_no_message(second <- fc(c(3, 4)))
+  expect_tensor(second, c(6, 8) + draws[[2]], tolerance = 1e-6)
+  expect_equal(calls, 3)
   expect_error(
     op_compile(noisy, trace = "strict")(1),
     class = "customgrad_error_trace"
   )
+  # trace = FALSE: the backend's compiler runs R's code, as it would run
+  # Python's; on PyTorch, which compiles nothing, R runs at every call.
+  calls <- 0
+  untraced <- op_compile(noisy, trace = FALSE)
+  expect_no_message(a <- as.array(untraced(c(1, 2))))
+  b <- as.array(untraced(c(1, 2)))
+  compiles <- config_backend() != "torch"
+  expect_equal(calls, if (compiles) 1 else 2)
+  expect_identical(isTRUE(all.equal(a, b)), compiles)
+})
+
+test_that("a replay the backend's compiler refuses runs eagerly, with eager's values", {
+  skip_if_no_backend()
+  # jax.jit refuses op_bincount() without a static length (its value's
+  # shape depends on values): a raw ConcretizationTypeError from JAX.
+  runs <- 0
+  counts <- op_compile(function(x) {
+    runs <<- runs + 1
+    op_bincount(op_cast(x, "int32"))
+  })
+  expect_tensor(counts(c(0, 1, 0, 2)), c(2, 1, 1))
+  expect_tensor(counts(c(2, 2, 0, 3)), c(1, 0, 2, 1))
+  expect_equal(runs, 1) # the replay runs eagerly, not R
+})
+
+test_that("a compiled function whose R value read from outside changed runs R from then on", {
+  skip_if_no_backend()
+  scale <- 2
+  runs <- 0
+  fc <- op_compile(function(x) {
+    runs <<- runs + 1
+    x * scale
+  })
+  expect_tensor(fc(c(1, 2)), c(2, 4))
+  expect_tensor(fc(c(1, 2)), c(2, 4))
+  expect_equal(runs, 1)
+  scale <- 3
+  expect_message(
+    expect_tensor(fc(c(1, 2)), c(3, 6)),
+    "reads `scale` from outside its arguments.*call `f` itself, not compiled",
+    class = "customgrad_message_fallback"
+  )
+  scale <- 5
+  expect_no_message(expect_tensor(fc(c(1, 2)), c(5, 10)))
+  expect_equal(runs, 3)
 })
 
 test_that("a compiled function reads the Keras variables it captures at every call", {

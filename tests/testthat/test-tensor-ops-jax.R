@@ -1,11 +1,12 @@
-# JAX only: tensors inside jax$jit() (op_compile()) are tracers.
+# JAX only: tensors inside jax$jit() (op_compile(trace = FALSE) hands it R's
+# code) are tracers.
 
 test_that("a traced JAX tensor prints as symbolic and has no R value", {
   skip_unless_backend("jax")
   x <- op_convert_to_tensor(c(1, 2, 3))
   printed <- NULL
   shape <- NULL
-  show <- op_compile(function(x) {
+  show <- op_compile(trace = FALSE, function(x) {
     printed <<- capture.output(print(x))
     shape <<- c(dim(x), length(x))
     x * 2
@@ -19,7 +20,7 @@ test_that("a traced JAX tensor prints as symbolic and has no R value", {
     )
   )
   expect_equal(shape, c(3, 3))
-  to_r <- op_compile(function(x) {
+  to_r <- op_compile(trace = FALSE, function(x) {
     as.numeric(x)
     x
   })

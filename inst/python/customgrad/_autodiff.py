@@ -224,20 +224,54 @@ def compile_function(fn, backend=None):
     tensors, so that the compilers see tensors only.
     """
     adapter = _backend.adapter(backend)
-    compiled = collections.OrderedDict()  # nesting's key -> compiled function
+    compiled = collections.OrderedDict()  # nesting's key -> compiled, or _EAGER
+    proven = set()  # nestings whose compiled function has run once
+    compiles_r = not fn.trace  # trace = FALSE: the compiler runs R's code
 
     def call(args):
         leaves, spec = flatten(list(args))
-        run = compiled.get(spec.key)
-        if run is None:
+        eager = _Flat(fn, spec)
+        if not compiles_r and _runs_r_now(fn, args, leaves):
+            # R at every call, as the fallback's message says: compiled, R
+            # would run once, when the backend compiles it.
+            run = eager
+        else:
+            run = compiled.get(spec.key)
+        if run is _EAGER:
+            run = eager
+        elif run is None:
             if len(compiled) >= _MAX_COMPILED:
-                compiled.popitem(last=False)
-            run = compiled[spec.key] = adapter.compile(_Flat(fn, spec))
-        result = _memory.call_from_r(_run_plain, run, leaves)
+                evicted = compiled.popitem(last=False)[0]
+                proven.discard(evicted)
+            run = compiled[spec.key] = adapter.compile(eager)
+        try:
+            result = _memory.call_from_r(_run_plain, run, leaves)
+        except Exception as exc:
+            # A compiled replay's first failure is the compiler's (jax.jit
+            # of op_nonzero(), whose shape depends on values): the replay
+            # runs eagerly, as R computes it, or fails as it would.
+            if (run is eager or compiles_r or spec.key in proven
+                    or find_error(exc) is not None
+                    or _host.is_abstract(leaves)):  # fmt: skip
+                raise
+            compiled[spec.key] = run = _EAGER
+            result = _memory.call_from_r(_run_plain, eager, leaves)
+        if run is not _EAGER and run is not eager:
+            proven.add(spec.key)  # its compiled function ran
         _bridge.release_to_r()
         return result
 
     return call
+
+
+def _runs_r_now(fn, args, leaves):
+    """Whether a call of a compiled, traced ``fn`` on ``leaves`` runs R
+    eagerly: called on values (inside another trace, R runs when that one
+    compiles), where ``fn`` no longer replays (R's values it read changed)
+    or this signature's trace fell back to R."""
+    if _host.is_abstract(leaves):
+        return False
+    return not fn.trace or fn.trace_for(*args) is None
 
 
 class _CompiledCalls:
