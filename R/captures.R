@@ -524,10 +524,10 @@ watch_captures <- function(state, traced, what, kind, call) {
   if (is.null(name)) {
     return(invisible())
   }
-  n_cached <- reticulate::py_get_attr(traced, "n_cached")
-  if (identical(reticulate::py_to_r(n_cached), 0L)) {
-    # No trace holds the old value (the first one failed or was
-    # interrupted): the values now are those the next trace will hold.
+  n_traces <- reticulate::py_get_attr(traced, "n_traces")
+  if (identical(reticulate::py_to_r(n_traces), 0L)) {
+    # No trace holds the old value (none was made, or each failed and R
+    # runs at every call): the values now are those the next trace holds.
     state$captured <- captured_bindings(state$f)
     return(invisible())
   }
@@ -535,8 +535,7 @@ watch_captures <- function(state, traced, what, kind, call) {
     "x" = "It reads {.code {name}} from outside its arguments, and {.code {name}} has changed since {what} was traced: the trace holds its old value.",
     "i" = paste(
       "Pass {.code {name}} as an argument to run it traced, or",
-      untraced_hint(kind),
-      "to always call R without this message."
+      untraced_hint(kind)
     )
   )
   if (identical(state$trace, "strict")) {

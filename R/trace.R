@@ -141,13 +141,31 @@ fallback_reason <- function(cnd) {
   if (!reticulate::is_py_object(cnd)) {
     return(conditionMessage(cnd))
   }
+  text <- reticulate::py_str(cnd)
+  if (any(startsWith(text, keras_symbolic_refusals))) {
+    # Keras' long text on JAX and PyTorch; TensorFlow's R dispatch warns
+    # first (abort_mixed_operands()).
+    return(paste(
+      "It gave a traced tensor, which has no value while tracing, to code",
+      "that needs a value or the backend's own tensor (such as a Keras",
+      "variable's `$assign()`, or a backend function): return the value",
+      "and assign it after the call, or use keras3's `op_*()` functions."
+    ))
+  }
   type <- reticulate::py_get_attr(cnd, "__class__")
   paste0(
     reticulate::py_to_r(reticulate::py_get_attr(type, "__name__")),
     ": ",
-    reticulate::py_str(cnd)
+    text
   )
 }
+
+# How Keras' errors begin where a KerasTensor reached code that needs a
+# backend tensor or a value (keras/src/backend/common/keras_tensor.py).
+keras_symbolic_refusals <- c(
+  "A KerasTensor cannot be used as input to",
+  "A KerasTensor is symbolic"
+)
 
 # setTimeLimit() stopping f or grad: not a property of the function, so it
 # must not be kept as a failed trace (R has no class for it, only its
@@ -223,8 +241,7 @@ inform_fallback <- function(reason, what, kind) {
       "x" = "{reason}",
       "i" = paste(
         "Compute with tensor operations only (no tensor values read in R, no R random numbers) to run without R, or",
-        untraced_hint(kind),
-        "to always call R without this message."
+        untraced_hint(kind)
       )
     ),
     class = c("customgrad_message_fallback", "customgrad_message")
@@ -237,9 +254,13 @@ inform_fallback <- function(reason, what, kind) {
 # (R runs when it compiles), so for op_compile() it is `f` itself.
 untraced_hint <- function(kind) {
   if (identical(kind, "op_compile")) {
-    "call {.code f} itself, not compiled,"
+    paste(
+      "call {.code f} itself to always call R without this message, or use",
+      "{.code op_compile(f, trace = FALSE)} to have the backend compile R's",
+      "code (R runs when it compiles)."
+    )
   } else {
-    "use {.code {kind}(f, trace = FALSE)}"
+    "use {.code {kind}(f, trace = FALSE)} to always call R without this message."
   }
 }
 

@@ -297,6 +297,26 @@ test_that("R arithmetic between a traced tensor and another kind falls back, als
   expect_tensor(op_compile(op_grad(function(x) op_sum(x^3)))(2), 12)
 })
 
+test_that("a Keras variable assigned a traced tensor falls back, said in customgrad's words", {
+  skip_if_no_backend()
+  # The reason was Keras' own ten-line text ("A KerasTensor cannot be used
+  # as input to a JAX function ...").
+  v <- keras_variable(0, dtype = "float32")
+  fc <- op_compile(function(x) {
+    v$assign(op_add(v, op_sum(x)))
+    op_sum(x)
+  })
+  x <- op_convert_to_tensor(c(4, 6), "float32")
+  cnd <- expect_message(
+    expect_tensor(fc(x), 10),
+    class = "customgrad_message_fallback"
+  )
+  expect_match(conditionMessage(cnd), "variable's `$assign()`", fixed = TRUE)
+  expect_no_match(conditionMessage(cnd), "KerasTensor")
+  expect_tensor(fc(x), 10)
+  expect_equal(as.vector(as.array(v)), 20) # R ran, and assigned, at each call
+})
+
 test_that("what R computes from captured tensors while a compiler runs it is a constant of the trace", {
   skip_if_no_backend()
   # h is traced the first time a compiler running R (trace = FALSE) calls

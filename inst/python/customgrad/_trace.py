@@ -357,6 +357,12 @@ class Traced:
         """How many signatures are cached."""
         return len(self.cache)
 
+    @property
+    def n_traces(self):
+        """How many cached signatures replay a trace (not R's at every
+        call): what a changed R value would make old."""
+        return sum(isinstance(e, Trace) for e in self.cache.values())
+
     def output_spec(self, flat, in_spec):
         """The value's symbolic tensors for symbolic inputs ``flat`` (their
         trace gives the shapes), or None if the trace failed."""

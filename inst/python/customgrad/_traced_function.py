@@ -40,6 +40,10 @@ class TracedFunction:
     def n_cached(self):
         return self.core.n_cached
 
+    @property
+    def n_traces(self):
+        return self.core.n_traces
+
     def __call__(self, *args):
         if not self.trace:
             # Its arguments may be no tensors.
