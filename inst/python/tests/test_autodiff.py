@@ -70,6 +70,25 @@ def test_compiled_function_reads_and_assigns_variables_at_every_call():
     np.testing.assert_allclose(values(compiled([x])), 3.0)
 
 
+def test_a_compiled_replay_the_compiler_refuses_runs_eagerly():
+    # jax.jit refuses bincount() without a static length (its value's shape
+    # depends on values): JAX's raw ConcretizationTypeError reached R.
+    runs = []
+
+    def f(x, tracing=False):
+        runs.append(tracing)
+        return keras.ops.bincount(keras.ops.cast(x, "int32"))
+
+    compiled = _autodiff.compile_function(TracedFunction(f))
+    np.testing.assert_allclose(
+        values(compiled([tensor([0.0, 1.0, 0.0, 2.0])])), [2, 1, 1]
+    )
+    np.testing.assert_allclose(
+        values(compiled([tensor([2.0, 2.0, 0.0, 3.0])])), [1, 0, 2, 1]
+    )
+    assert runs == [True]  # traced once; the replay ran, not f
+
+
 def test_a_call_from_r_whose_result_makes_a_collection_due_tells_r_at_once(
     monkeypatch,
 ):
