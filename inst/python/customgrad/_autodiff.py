@@ -224,54 +224,32 @@ def compile_function(fn, backend=None):
     tensors, so that the compilers see tensors only.
     """
     adapter = _backend.adapter(backend)
-    compiled = collections.OrderedDict()  # nesting's key -> compiled, or _EAGER
-    proven = set()  # nestings whose compiled function has run once
+    compiled = _CompiledByKey()  # nesting's key -> compiled function
     compiles_r = not fn.trace  # trace = FALSE: the compiler runs R's code
 
     def call(args):
         leaves, spec = flatten(list(args))
         eager = _Flat(fn, spec)
-        if not compiles_r and _runs_r_now(fn, args, leaves):
-            # R at every call, as the fallback's message says: compiled, R
-            # would run once, when the backend compiles it.
-            run = eager
-        else:
+        abstract = _host.is_abstract(leaves)  # inside another trace
+        result = _EAGER
+        # Called on values, a traced fn that no longer replays (R's values it
+        # read changed) or whose trace fell back runs R at every call, as the
+        # fallback's message says: compiled, R would run once, at compile.
+        if compiles_r or abstract or fn.trace_for(*args) is not None:
             run = compiled.get(spec.key)
-        if run is _EAGER:
-            run = eager
-        elif run is None:
-            if len(compiled) >= _MAX_COMPILED:
-                evicted = compiled.popitem(last=False)[0]
-                proven.discard(evicted)
-            run = compiled[spec.key] = adapter.compile(eager)
-        try:
-            result = _memory.call_from_r(_run_plain, run, leaves)
-        except Exception as exc:
-            # A compiled replay's first failure is the compiler's (jax.jit
-            # of op_nonzero(), whose shape depends on values): the replay
-            # runs eagerly, as R computes it, or fails as it would.
-            if (run is eager or compiles_r or spec.key in proven
-                    or find_error(exc) is not None
-                    or _host.is_abstract(leaves)):  # fmt: skip
-                raise
-            compiled[spec.key] = run = _EAGER
+            if run is None:
+                run = compiled.add(spec.key, adapter.compile(eager))
+            if run is not _EAGER:
+                # Inside another trace, or with R's code compiled, a failure
+                # is no refusal of a replay's: it is what R's code would do.
+                refusable = not compiles_r and not abstract
+                result = compiled.run(spec.key, run, leaves, refusable)
+        if result is _EAGER:
             result = _memory.call_from_r(_run_plain, eager, leaves)
-        if run is not _EAGER and run is not eager:
-            proven.add(spec.key)  # its compiled function ran
         _bridge.release_to_r()
         return result
 
     return call
-
-
-def _runs_r_now(fn, args, leaves):
-    """Whether a call of a compiled, traced ``fn`` on ``leaves`` runs R
-    eagerly: called on values (inside another trace, R runs when that one
-    compiles), where ``fn`` no longer replays (R's values it read changed)
-    or this signature's trace fell back to R."""
-    if _host.is_abstract(leaves):
-        return False
-    return not fn.trace or fn.trace_for(*args) is None
 
 
 class _CompiledCalls:
@@ -286,9 +264,9 @@ class _CompiledCalls:
         self._traced = traced
         self._compile = compile
         self._compile_first = compile_first
-        self._compiled = collections.OrderedDict()  # key -> compiled, or _EAGER
-        self._proven = set()  # keys whose compiled function has run once
         self._called = collections.OrderedDict()  # keys whose first call was made
+        called = self._called  # not self: no cycle to keep the functions alive
+        self._compiled = _CompiledByKey(on_evict=lambda key: called.pop(key, None))
 
     def run(self, upstream, args):
         """The reply of this call, compiled; or None where it runs eagerly:
@@ -312,22 +290,9 @@ class _CompiledCalls:
         if entry is None:
             if not self._compiles_now(key, args):
                 return None
-            if len(self._compiled) >= _MAX_COMPILED:
-                evicted = self._compiled.popitem(last=False)[0]
-                self._proven.discard(evicted)
-                self._called.pop(evicted, None)
-            entry = self._compiled[key] = self._compile(_Flat(self._concrete, spec))
-        try:
-            reply = _memory.call_from_r(_run_plain, entry, leaves)
-        except Exception as exc:
-            # A compiled function's first failure is the compiler's.
-            if key in self._proven or find_error(exc) is not None:
-                raise
-            self._compiled[key] = _EAGER
-            return None
-        self._proven.add(key)
-        return reply
-
+            entry = self._compiled.add(key, self._compile(_Flat(self._concrete, spec)))
+        reply = self._compiled.run(key, entry, leaves)
+        return None if reply is _EAGER else reply
 
     def _compiles_now(self, key, args):
         """Whether a signature with nothing compiled compiles at this call.
@@ -364,6 +329,47 @@ class _CompiledCalls:
         if len(_compiled_kinds) > _MAX_KINDS:
             _compiled_kinds.popitem(last=False)
         return True
+
+
+class _CompiledByKey:
+    """Compiled functions by key, at most ``_MAX_COMPILED``, the oldest
+    evicted first (``on_evict(key)``).  A compiled function's first failure
+    is its compiler's refusal (JAX's jit of ``op_nonzero()``, whose output
+    shape depends on values): its key then runs eagerly, which computes
+    what R does, or fails as R's code would."""
+
+    def __init__(self, on_evict=None):
+        self._fns = collections.OrderedDict()  # key -> compiled, or _EAGER
+        self._proven = set()  # keys whose compiled function has run once
+        self._on_evict = on_evict
+
+    def get(self, key):
+        """The key's compiled function, ``_EAGER``, or None."""
+        return self._fns.get(key)
+
+    def add(self, key, fn):
+        if len(self._fns) >= _MAX_COMPILED:
+            evicted = self._fns.popitem(last=False)[0]
+            self._proven.discard(evicted)
+            if self._on_evict is not None:
+                self._on_evict(evicted)
+        self._fns[key] = fn
+        return fn
+
+    def run(self, key, fn, leaves, refusable=True):
+        """``fn(*leaves)`` for R, or ``_EAGER`` where it failed at the key's
+        first call, ``refusable`` and not in R's code (the key is marked to
+        run eagerly from now on)."""
+        try:
+            reply = _memory.call_from_r(_run_plain, fn, leaves)
+        except Exception as exc:
+            if (not refusable or key in self._proven
+                    or find_error(exc) is not None):  # fmt: skip
+                raise
+            self._fns[key] = _EAGER
+            return _EAGER
+        self._proven.add(key)
+        return reply
 
 
 _EAGER = object()
