@@ -130,6 +130,7 @@ since <- function(from) {
 }
 
 totals <- c(passed = 0, failed = 0, skipped = 0)
+failures <- character() # what each failed run printed last, for the end
 finish <- function(run) {
   cat(sprintf("\n== %s (%s) ==\n", run$what, since(run$started)))
   writeLines(readLines(run$log, warn = FALSE))
@@ -145,6 +146,21 @@ finish <- function(run) {
     counts[[3]]
   ))
   totals <<- totals + counts
+  if (counts[[2]] > 0) {
+    # CI shows the end of the output only: repeat there how the run ended
+    # (a negative status is the signal that killed it) and its last lines.
+    status <- run$process$get_exit_status()
+    failures <<- c(
+      failures,
+      sprintf(
+        "\n== failed: %s (exit status %s%s), its last lines ==",
+        run$what,
+        status,
+        if (!file.exists(run$file)) ", ended before writing its counts" else ""
+      ),
+      utils::tail(readLines(run$log, warn = FALSE), 60)
+    )
+  }
 }
 
 # The runs in the order above (the testthat suites are the longest), at
@@ -167,6 +183,7 @@ while (length(waiting) > 0 || length(running) > 0) {
   running <- running[!ended]
 }
 
+writeLines(failures)
 cat(sprintf(
   "\n%d passed, %d failed, %d skipped (%d runs, %d at a time, %s)\n",
   totals[["passed"]],
