@@ -243,7 +243,9 @@
 #' `customgrad_error_recursion` while half of R's C stack is still free
 #' (each level runs R, reticulate and Python, 0.4-0.6 MB of stack: with
 #' the usual 8 MB, about 6 levels fit while tracing and 9 untraced), or
-#' past 64 nested levels; the session goes on.
+#' past 64 nested levels, or, where R can't measure its stack (`ulimit -s
+#' unlimited`), while a quarter of Python's recursion limit is left; the
+#' session goes on.
 #'
 #' @section Errors:
 #' An error that the backend raises while `f` or `grad` runs (an `op_*()`

@@ -125,7 +125,11 @@ python_error_message <- function(class, d) {
     ),
     recursion = c(
       "Custom-gradient functions can't be nested {d$depth} levels deep.",
-      "x" = "The limit is {d$limit} levels: a function that calls itself without end?",
+      "x" = if (is.null(d$python_limit)) {
+        "The limit is {d$limit} levels: a function that calls itself without end?"
+      } else {
+        "Python's recursion limit ({d$python_limit} frames) is nearly reached: a function that calls itself without end?"
+      },
       "i" = "Stop the recursion with a condition that R decides, such as a depth counter."
     ),
     transform = switch(

@@ -64,8 +64,8 @@ run_traced <- function(expr, f = NULL) {
 # own "C stack usage is too close to the limit" in the middle of that can
 # leave reticulate, and the session, broken. Stopped while R's stack is
 # still half free, so that the error unwinds through every level in order;
-# Python also stops past a number of levels (_trace.MAX_DEPTH), for a stack
-# of unknown size.
+# Python also stops past a number of levels (_trace.MAX_DEPTH), and
+# before its own recursion limit, for a stack of unknown size.
 abort_if_stack_low <- function() {
   info <- Cstack_info()
   size <- info[["size"]]

@@ -207,3 +207,59 @@ test_that("the recursion error says what happened", {
   withr::defer(trace_py$MAX_DEPTH <- old)
   expect_snapshot(endless(1), error = TRUE)
 })
+
+test_that("where R can't measure its stack (ulimit -s unlimited), Python's limit gives the classed error", {
+  skip_if_no_backend()
+  # `ulimit -s unlimited` takes a Linux shell (macOS caps the stack, and
+  # R on Windows measures its own): R's Cstack_info() size is then NA.
+  skip_if_not(identical(Sys.info()[["sysname"]], "Linux"), "needs Linux")
+  script <- withr::local_tempfile(fileext = ".R")
+  result <- withr::local_tempfile(fileext = ".rds")
+  writeLines(
+    c(
+      "library(customgrad)",
+      "out <- list(stack = Cstack_info()[['size']])",
+      "for (trace in c(TRUE, FALSE)) {",
+      "  endless <- op_custom_gradient(",
+      "    function(x) tuple(endless(x), function(upstream) upstream),",
+      "    trace = trace",
+      "  )",
+      "  err <- tryCatch(suppressMessages(endless(1)), error = identity)",
+      "  out[[paste0('trace_', trace)]] <- list(",
+      "    class = class(err), message = conditionMessage(err)",
+      "  )",
+      "}",
+      "g <- op_grad(function(x) op_sum(x^3))(op_convert_to_tensor(2, 'float64'))",
+      "out$after <- as.vector(as.array(g))",
+      sprintf("saveRDS(out, '%s')", result)
+    ),
+    script
+  )
+  run <- processx::run(
+    "sh",
+    c(
+      "-c",
+      'ulimit -s unlimited && exec "$0" "$1"',
+      file.path(R.home("bin"), "Rscript"),
+      script
+    ),
+    env = c("current", KERAS_BACKEND = config_backend()),
+    error_on_status = FALSE
+  )
+  expect_identical(run$status, 0L, info = run$stderr)
+  out <- readRDS(result)
+  expect_true(is.na(out$stack))
+  for (trace in c("trace_TRUE", "trace_FALSE")) {
+    expect_identical(
+      out[[trace]]$class[1:2],
+      c("customgrad_error_recursion", "customgrad_error"),
+      info = out[[trace]]$message
+    )
+    expect_match(
+      out[[trace]]$message,
+      "Python's recursion limit \\(\\d+ frames\\) is nearly reached",
+      info = trace
+    )
+  }
+  expect_equal(out$after, 12)
+})

@@ -32,6 +32,7 @@ stack runs out).
 """
 
 import contextlib
+import sys
 import threading
 from collections import OrderedDict
 
@@ -59,6 +60,13 @@ DEFAULT_MAX_TRACES = 32
 # than 20; R stops earlier when its stack runs low (R/trace.R).  This
 # bound holds where R's stack size is unknown, and for Python callers.
 MAX_DEPTH = 64
+# Where R can't measure its stack (`ulimit -s unlimited`), Python's own
+# recursion limit came first (a level is 20-30 Python frames: 45 levels of
+# an untraced function on JAX), and its RecursionError, raised again as
+# the levels unwound, reached R unclassed or as a C++ error. So past
+# _COUNT_FROM levels the frames are counted, and nesting stops while a
+# quarter of Python's limit is left for the error to unwind through.
+_COUNT_FROM = 8
 _depth = [0]
 
 
@@ -68,12 +76,28 @@ class _Nested:
     __slots__ = ()
 
     def __enter__(self):
-        if _depth[0] >= MAX_DEPTH:
-            raise RecursionLimitError(depth=_depth[0] + 1, limit=MAX_DEPTH)
-        _depth[0] += 1
+        depth = _depth[0]
+        if depth >= MAX_DEPTH:
+            raise RecursionLimitError(depth=depth + 1, limit=MAX_DEPTH)
+        if depth >= _COUNT_FROM:
+            limit = sys.getrecursionlimit()
+            if _python_frames() > 0.75 * limit:
+                raise RecursionLimitError(depth=depth + 1, python_limit=limit)
+        _depth[0] = depth + 1
 
     def __exit__(self, *exc):
         _depth[0] -= 1
+
+
+def _python_frames():
+    """How many Python frames this thread is in (what Python's recursion
+    limit counts); no public API tells."""
+    n = 0
+    frame = sys._getframe(1)
+    while frame is not None:
+        n += 1
+        frame = frame.f_back
+    return n
 
 
 nested_call = _Nested()

@@ -1,6 +1,8 @@
 """Custom-gradient functions that call themselves, in f and in grad,
 with Python stand-ins for R's callbacks (see test_adapters)."""
 
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -121,3 +123,26 @@ def test_a_trace_never_replays_itself():
     ]  # fmt: skip
     bound = [op.entry for op in bound if hasattr(op, "entry")]
     assert bound and all(e is not entry for e in bound)
+
+
+@pytest.mark.parametrize("trace", [True, False])
+def test_endless_recursion_stops_before_pythons_limit(trace, monkeypatch):
+    """Where R can't measure its stack, nesting stops while Python still has
+    frames for the error to unwind through: RecursionLimitError, never
+    Python's own RecursionError."""
+    from customgrad import _trace
+    from customgrad.errors import RecursionLimitError
+
+    monkeypatch.setattr(_trace, "MAX_DEPTH", 10_000)  # Python's limit decides
+    h = None
+
+    def forward(x, **hints):
+        return reply(h(x), lambda upstream, variables: [upstream])
+
+    h = customgrad.custom_gradient(forward, trace=trace)
+    with pytest.raises(RecursionLimitError) as caught:
+        h(keras.ops.convert_to_tensor(np.float32([1.0])))
+    details = caught.value.details
+    assert details["python_limit"] == sys.getrecursionlimit()
+    assert details["depth"] > _trace._COUNT_FROM
+    assert _trace.nesting_depth() == 0
