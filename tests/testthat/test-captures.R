@@ -1,3 +1,17 @@
+# The fallback messages `expr` gives (evaluated in the caller's frame), in
+# order: a changed value makes every traced function that reads it say so.
+fallback_messages <- function(expr) {
+  messages <- character()
+  withCallingHandlers(
+    expr,
+    customgrad_message_fallback = function(cnd) {
+      messages <<- c(messages, conditionMessage(cnd))
+      invokeRestart("muffleMessage")
+    }
+  )
+  messages
+}
+
 test_that("captured_bindings() finds what f reads from outside, through R functions", {
   scale <- 3
   offset <- c(1, 2)
@@ -242,7 +256,13 @@ test_that("a changed value read by a function f calls is seen; strict makes it a
   expect_snapshot(g(c(1, 2)), error = TRUE)
   expect_error(g(c(1, 2)), class = "customgrad_error_trace")
   lenient <- op_value_and_grad(function(x) op_sum(scaled(x)))
-  expect_tensor(lenient(c(1, 2))$grad, c(5, 5))
+  # Traced anew, lenient() calls scaled(), whose own trace holds k = 2.
+  expect_message(
+    expect_tensor(lenient(c(1, 2))$grad, c(5, 5)),
+    "`scaled()` can't be replayed",
+    fixed = TRUE,
+    class = "customgrad_message_fallback"
+  )
   k <- 7
   expect_message(
     out <- lenient(c(1, 2)),
@@ -389,12 +409,10 @@ test_that("values read through .GlobalEnv, a getter's state and a function in a 
   expected <- c(10, 10, 7)
   gs <- list(through_global, through_getter, through_list)
   for (i in seq_along(gs)) {
-    expect_message(
-      expect_tensor(gs[[i]](1), expected[[i]]),
-      changed[[i]],
-      fixed = TRUE,
-      class = "customgrad_message_fallback"
-    )
+    messages <- fallback_messages(expect_tensor(gs[[i]](1), expected[[i]]))
+    expect_match(messages[[1]], changed[[i]], fixed = TRUE)
+    # Through the list, fns$h() says so too.
+    expect_length(messages, if (i == 3) 2 else 1)
   }
 })
 
@@ -439,11 +457,12 @@ test_that("a field read through an object's method (R6's self$field) is seen", {
   g <- op_grad(function(x) op_sum(soft(x)))
   expect_tensor(g(c(0, 1)), exp(c(0, 1)))
   sched$temperature <- 2
-  expect_message(
-    expect_tensor(g(c(0, 1)), exp(c(0, 1) / 2) / 2),
-    "`(sched|self)\\$temperature` has changed",
-    class = "customgrad_message_fallback"
+  messages <- fallback_messages(
+    expect_tensor(g(c(0, 1)), exp(c(0, 1) / 2) / 2)
   )
+  # g's message, then soft()'s, which R now runs.
+  expect_length(messages, 2)
+  expect_match(messages, "`(sched|self)\\$temperature` has changed")
 })
 
 test_that("literal_lookups() finds the names get() and getOption() read as written", {
