@@ -154,9 +154,32 @@ fallback_reason <- function(cnd) {
   }
   type <- reticulate::py_get_attr(cnd, "__class__")
   paste0(
+    keras_op_failed(cnd),
     reticulate::py_to_r(reticulate::py_get_attr(type, "__name__")),
     ": ",
     text
+  )
+}
+
+# Where a keras3 op raised the Python error `cnd` in Keras' own code (its
+# symbolic shape inference, say: `op_scan()` of a function returning NULL
+# for `ys`), a sentence naming it; else "". Python's text alone reads as
+# customgrad's own failure.
+keras_op_failed <- function(cnd) {
+  name <- tryCatch(
+    the$py_module$keras_op_of(cnd),
+    error = function(e) NULL
+  )
+  if (!rlang::is_string(name)) {
+    return("")
+  }
+  op <- paste0("op_", name)
+  if (!op %in% getNamespaceExports("keras3")) {
+    return("")
+  }
+  sprintf(
+    "keras3's `%s()` failed while tracing: ",
+    op
   )
 }
 

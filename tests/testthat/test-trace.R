@@ -317,6 +317,31 @@ test_that("a Keras variable assigned a traced tensor falls back, said in customg
   expect_equal(as.vector(as.array(v)), 20) # R ran, and assigned, at each call
 })
 
+test_that("a keras3 op that fails on traced tensors is named in the fallback's reason", {
+  skip_if_no_backend()
+  # Keras' symbolic op_scan() can't take NULL for `ys`, which the eager one
+  # takes (JAX's test_initial_style); the reason was Python's text alone.
+  foo <- function(x) {
+    op_scan(function(carry, z) list(op_sin(carry), NULL), x, length = 1L)[[1]]
+  }
+  x <- op_convert_to_tensor(3, "float32")
+  cnd <- expect_message(
+    expect_tensor(op_grad(foo)(x), cos(3), tolerance = 1e-6),
+    class = "customgrad_message_fallback"
+  )
+  expect_match(
+    conditionMessage(cnd),
+    "keras3's `op_scan()` failed while tracing: AttributeError",
+    fixed = TRUE
+  )
+  # An error of customgrad's own Python, or of a function no op of keras3
+  # has, names none.
+  expect_identical(
+    customgrad:::keras_op_failed(reticulate::py_eval("ValueError('x')")),
+    ""
+  )
+})
+
 test_that("what R computes from captured tensors while a compiler runs it is a constant of the trace", {
   skip_if_no_backend()
   # h is traced the first time a compiler running R (trace = FALSE) calls

@@ -47,6 +47,7 @@ R_INTERFACE = {
     "set_collector": "_memory",
     "collect_deferred": "_memory",
     "nesting_depth": "_trace",
+    "keras_op_of": "errors",
     "arrange": "_distributed",
     "set_r_library": "_interrupts",
 }

@@ -497,3 +497,16 @@ def called_from_python():
     Python code that called R is below this function's frame. A call that R
     makes from its top level starts with no Python frame."""
     return sys._getframe().f_back is not None
+
+
+def keras_op_of(exc):
+    """The name of the function in ``keras/src/ops`` whose code raised
+    ``exc``: the outermost such frame of its traceback (``scan`` for
+    ``keras.ops.scan()`` failing in ``Scan.compute_output_spec``), or None."""
+    tb = getattr(exc, "__traceback__", None)
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if "/keras/src/ops/" in code.co_filename.replace("\\", "/"):
+            return code.co_name
+        tb = tb.tb_next
+    return None

@@ -3,9 +3,11 @@ customgrad's, and Keras' re-raise of an error with its own message."""
 
 import contextlib
 
+import keras
+
 import pytest
 
-from customgrad import _bridge
+from customgrad import _bridge, errors
 from customgrad.errors import (
     CustomGradError,
     FunctionNotFoundError,
@@ -116,3 +118,17 @@ def test_called_from_python_is_true_under_a_python_caller():
     # pytest's frames are below this call, as Python's are below R's
     # callback; a call R makes from its top level has none (test-backend-errors.R).
     assert called_from_python()
+
+
+def test_keras_op_of_names_the_keras_op_whose_code_raised():
+    x = keras.KerasTensor((), "float32")
+
+    def step(carry, _):
+        return carry, None  # Keras' symbolic scan can't take None ys
+
+    with pytest.raises(Exception) as caught:
+        keras.ops.scan(step, x, length=1)
+    assert errors.keras_op_of(caught.value) == "scan"
+    with pytest.raises(ValueError) as caught:
+        raise ValueError("not in Keras")
+    assert errors.keras_op_of(caught.value) is None
