@@ -177,11 +177,10 @@ keras_op_failed <- function(cnd) {
   if (!op %in% getNamespaceExports("keras3")) {
     return("")
   }
-  sprintf(
-    "keras3's `%s()` failed while tracing: ",
-    op
-  )
+  sprintf("%s`%s()` failed while tracing: ", keras_op_failed_start, op)
 }
+
+keras_op_failed_start <- "keras3's "
 
 # How Keras' errors begin where a KerasTensor reached code that needs a
 # backend tensor or a value (keras/src/backend/common/keras_tensor.py).
@@ -263,7 +262,12 @@ inform_fallback <- function(reason, what, kind) {
       "!" = "{what} could not be traced, so R runs it at every call with these inputs (inside a function TensorFlow or JAX compiles: when they compile it).",
       "x" = "{reason}",
       "i" = paste(
-        "Compute with tensor operations only (no tensor values read in R, no R random numbers) to run without R, or",
+        if (startsWith(reason, keras_op_failed_start)) {
+          # Tensor operations only, and still no trace: the op's own limit.
+          "Call that op with arguments Keras can trace (the error above is Keras' own), or"
+        } else {
+          "Compute with tensor operations only (no tensor values read in R, no R random numbers) to run without R, or"
+        },
         untraced_hint(kind)
       )
     ),

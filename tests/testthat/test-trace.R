@@ -334,6 +334,11 @@ test_that("a keras3 op that fails on traced tensors is named in the fallback's r
     "keras3's `op_scan()` failed while tracing: AttributeError",
     fixed = TRUE
   )
+  expect_match(
+    conditionMessage(cnd),
+    "Call that op with arguments Keras can trace",
+    fixed = TRUE
+  )
   # An error of customgrad's own Python, or of a function no op of keras3
   # has, names none.
   expect_identical(
