@@ -133,7 +133,8 @@ totals <- c(passed = 0, failed = 0, skipped = 0)
 failures <- character() # what each failed run printed last, for the end
 finish <- function(run) {
   cat(sprintf("\n== %s (%s) ==\n", run$what, since(run$started)))
-  writeLines(readLines(run$log, warn = FALSE))
+  log <- readLines(run$log, warn = FALSE)
+  writeLines(log)
   counts <- run$read(run$file)
   if (run$process$get_exit_status() != 0 && counts[[2]] == 0) {
     counts[[2]] <- 1
@@ -158,7 +159,7 @@ finish <- function(run) {
         status,
         if (!file.exists(run$file)) ", ended before writing its counts" else ""
       ),
-      utils::tail(readLines(run$log, warn = FALSE), 60)
+      utils::tail(log, 60)
     )
   }
 }
